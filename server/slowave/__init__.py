@@ -1,0 +1,1 @@
+"""Slowave MemoryService: long-term memory for AI agents, over gRPC."""
