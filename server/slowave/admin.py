@@ -1,0 +1,115 @@
+"""`slowave-admin`: operator commands on the configured database (not an RPC).
+
+Output is for people; each value is printed under the name the contract gives it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from slowave.config import Settings
+from slowave.service.consolidation import consolidate_pending
+from slowave.service.context import ServiceContext
+from slowave.storage.database import Database
+
+
+def _ctx(settings: Settings) -> ServiceContext:
+    return ServiceContext(db=Database(settings.database_url), settings=settings)
+
+
+def cmd_migrate(ctx: ServiceContext, _args: argparse.Namespace) -> None:
+    ctx.db.migrate()
+    print("schema is up to date")
+
+
+def cmd_consolidate(ctx: ServiceContext, _args: argparse.Namespace) -> None:
+    print(f"consolidated: {consolidate_pending(ctx)}")
+
+
+def cmd_knowledge_gaps(ctx: ServiceContext, args: argparse.Namespace) -> None:
+    with ctx.db.transaction() as repo:
+        gaps = repo.list_gaps(args.tenant, args.scope, include_closed=args.all)
+    if args.json:
+        print(json.dumps([{"tenant": g.tenant, "scope": g.scope, "text": g.text, "occurrences": g.occurrences,
+                           "open": g.open, "last_seen_at": g.last_seen_at.isoformat()} for g in gaps], indent=2))
+        return
+    if not gaps:
+        print("no open knowledge gaps")
+    for g in gaps:
+        state = "open" if g.open else "closed"
+        print(f"occurrences: {g.occurrences}\tstate: {state}\tscope: {g.scope}\tlast_seen_at: {g.last_seen_at.isoformat()}\ttext: {g.text}")
+
+
+def cmd_sessions(ctx: ServiceContext, args: argparse.Namespace) -> None:
+    with ctx.db.transaction() as repo:
+        rows = repo.list_sessions(args.tenant, args.state, args.limit)
+    for s in rows:
+        print(f"session_id: {s.id}\tstate: {s.state.upper()}\tscope: {s.scope}\toutcome: {s.outcome or '-'}\t"
+              f"last_activity_at: {s.last_activity_at.isoformat()}")
+
+
+def cmd_session(ctx: ServiceContext, args: argparse.Namespace) -> None:
+    with ctx.db.transaction() as repo:
+        s = repo.get_session_any(args.session_id)
+        if s is None:
+            print(f"session {args.session_id} not found", file=sys.stderr)
+            raise SystemExit(1)
+        trajectory = repo.session_source_events(s.id, kind="trajectory")
+    verification = s.verification or {}
+    record = {
+        "session_id": s.id, "state": s.state.upper(), "scope": s.scope, "started_at": s.started_at.isoformat(),
+        "last_activity_at": s.last_activity_at.isoformat(),
+        "ended_at": s.ended_at.isoformat() if s.ended_at else None, "outcome": s.outcome,
+        "feedback_status": s.feedback_status, "final_goal": s.final_goal, "outcome_summary": s.outcome_summary,
+        "verification": verification or None, "procedure_id": s.procedure_id,
+        "trajectory": [{"position": e.position, "kind": e.entry_kind, "status": e.entry_status, "summary": e.content,
+                        "agent_reported": True} for e in trajectory],
+    }
+    if args.json:
+        print(json.dumps(record, indent=2))
+        return
+    for key, value in record.items():
+        if key != "trajectory":
+            print(f"{key}: {value if value is not None else '-'}")
+    print(f"trajectory: {len(trajectory)} entries")
+    for e in record["trajectory"]:
+        print(f"  position: {e['position']}\tkind: {e['kind']}\tstatus: {e['status']}\tagent_reported: true\tsummary: {e['summary']}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="slowave-admin", description=__doc__)
+    parser.add_argument("--database-url", help="overrides SLOWAVE_DATABASE_URL")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("migrate", help="create or upgrade the schema").set_defaults(fn=cmd_migrate)
+    sub.add_parser("consolidate", help="run queued consolidation now").set_defaults(fn=cmd_consolidate)
+    p = sub.add_parser("knowledge-gaps", help="open knowledge gaps, newest first")
+    p.add_argument("--tenant", default="local")
+    p.add_argument("--scope")
+    p.add_argument("--all", action="store_true", help="include closed gaps")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_knowledge_gaps)
+    p = sub.add_parser("sessions", help="list sessions with their state")
+    p.add_argument("--tenant")
+    p.add_argument("--state", choices=["open", "closed", "reaped"])
+    p.add_argument("--limit", type=int, default=50)
+    p.set_defaults(fn=cmd_sessions)
+    p = sub.add_parser("session", help="one session: state, times, outcome, trajectory")
+    p.add_argument("session_id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_session)
+    args = parser.parse_args(argv)
+    settings = Settings.from_env()
+    if args.database_url:
+        settings = Settings(**{**settings.__dict__, "database_url": args.database_url})
+    ctx = _ctx(settings)
+    try:
+        if args.command != "migrate":
+            ctx.db.migrate()
+        args.fn(ctx, args)
+    finally:
+        ctx.db.dispose()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""The server process: gRPC (MemoryService, health, reflection), metrics, reaper, consolidator."""
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from concurrent import futures
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from slowave.api.metrics import Metrics, MetricsInterceptor
+from slowave.api.servicer import MemoryServicer
+from slowave.clock import Clock, SystemClock
+from slowave.config import Settings
+from slowave.domain.learning import RETRIEVAL_POLICY_VERSION
+from slowave.service.consolidation import Consolidator
+from slowave.service.context import ServiceContext
+from slowave.service.reaper import Reaper
+from slowave.storage.database import Database
+from slowave.v1 import memory_service_pb2 as pb
+
+log = logging.getLogger("slowave")
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["MemoryService"].full_name
+MAX_REQUEST_BYTES = 8 * 1024 * 1024
+
+# Keepalive and connection age: behind an L4 balancer one HTTP/2 connection would pin a client to
+# a pod forever; a bounded age makes clients re-resolve and rebalance.
+_SERVER_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
+    ("grpc.keepalive_time_ms", 60_000),
+    ("grpc.keepalive_timeout_ms", 20_000),
+    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+    ("grpc.max_connection_idle_ms", 300_000),
+    ("grpc.max_connection_age_ms", 600_000),
+    ("grpc.max_connection_age_grace_ms", 30_000),
+]
+
+
+@dataclass
+class RunningServer:
+    server: grpc.Server
+    port: int
+    ctx: ServiceContext
+    metrics: Metrics
+    health: health.HealthServicer
+    reaper: Reaper
+    consolidator: Consolidator
+    metrics_port: int | None = None
+    _metrics_http: object | None = None
+
+    def stop(self, grace: float | None = None) -> None:
+        """Graceful: health NOT_SERVING, in-flight calls finish within `grace`, then workers and pool."""
+        self.health.enter_graceful_shutdown()
+        self.server.stop(grace if grace is not None else self.ctx.settings.shutdown_grace_seconds).wait()
+        self.reaper.stop()
+        self.consolidator.stop()
+        if self._metrics_http is not None:
+            self._metrics_http.shutdown()  # type: ignore[attr-defined]
+        self.ctx.db.dispose()
+
+
+def start_server(settings: Settings, clock: Clock | None = None) -> RunningServer:
+    db = Database(settings.database_url)
+    db.migrate()
+    ctx = ServiceContext(db=db, settings=settings, clock=clock or SystemClock())
+    metrics = Metrics()
+    metrics.watch_open_sessions(lambda: _count_open(ctx))
+    consolidator = Consolidator(ctx)
+    reaper = Reaper(ctx, on_reaped=metrics.reaped.inc)
+
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="slowave-rpc"),
+        interceptors=[MetricsInterceptor(metrics)],
+        options=_SERVER_OPTIONS,
+        maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
+    )
+    from slowave.v1 import memory_service_pb2_grpc as pb_grpc
+
+    pb_grpc.add_MemoryServiceServicer_to_server(MemoryServicer(ctx, metrics, on_commit=consolidator.notify), server)
+    health_servicer = health.HealthServicer(experimental_non_blocking=True)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server
+    )
+    port = server.add_insecure_port(settings.listen_addr)
+    if port == 0:
+        raise RuntimeError(f"could not bind {settings.listen_addr}")
+    server.start()
+    for name in ("", SERVICE_NAME):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    reaper.start()
+    consolidator.start()
+    running = RunningServer(server, port, ctx, metrics, health_servicer, reaper, consolidator)
+    if settings.metrics_addr:
+        running._metrics_http = metrics.serve(settings.metrics_addr)
+        running.metrics_port = running._metrics_http.server_port  # type: ignore[attr-defined]
+    return running
+
+
+def _count_open(ctx: ServiceContext) -> int:
+    try:
+        with ctx.db.transaction() as repo:
+            return repo.count_open_sessions()
+    except Exception:  # noqa: BLE001 - a scrape must not fail because the database is down
+        return -1
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    settings = Settings.from_env()
+    running = start_server(settings)
+    log.info(
+        "slowave serving %s on port %d (database %s, metrics %s, idle timeout %ss, retrieval policy %s)",
+        SERVICE_NAME, running.port, settings.database_url.split("@")[-1], settings.metrics_addr or "off",
+        settings.session_idle_timeout, RETRIEVAL_POLICY_VERSION,
+    )
+    done = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("signal %d: draining (grace %.0fs)", signum, settings.shutdown_grace_seconds)
+        running.stop()
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    done.wait()
+    log.info("stopped")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""The MemoryService servicer: protobuf in, domain call, protobuf out. No rules live here."""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TypeVar
+
+import grpc
+
+from slowave.api import validation
+from slowave.api.convert import to_message
+from slowave.api.metrics import Metrics
+from slowave.api.status import abort, internal_status, to_status
+from slowave.domain.errors import DomainError
+from slowave.service.activate import activate
+from slowave.service.commit import commit
+from slowave.service.context import ServiceContext
+from slowave.service.feedback import feedback
+from slowave.service.recall import recall
+from slowave.service.remember import remember
+from slowave.service.results import ItemError
+from slowave.v1 import memory_service_pb2 as pb
+from slowave.v1 import memory_service_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class MemoryServicer(pb_grpc.MemoryServiceServicer):
+    def __init__(self, ctx: ServiceContext, metrics: Metrics, on_commit: Callable[[], None] | None = None) -> None:
+        self.ctx = ctx
+        self.metrics = metrics
+        self.on_commit = on_commit or (lambda: None)
+
+    def _run(self, context: grpc.ServicerContext, call: Callable[[], T]) -> T:
+        try:
+            return call()
+        except DomainError as exc:
+            self.metrics.request_refused(exc)
+            abort(context, to_status(exc))
+        except Exception:  # noqa: BLE001 - never leak internals; the log has the trace
+            log.exception("unexpected failure")
+            abort(context, internal_status())
+        raise AssertionError("unreachable")
+
+    def _tenant(self, context: grpc.ServicerContext) -> str:
+        return self.ctx.settings.tenant
+
+    def Activate(self, request: pb.ActivateRequest, context: grpc.ServicerContext) -> pb.ActivateResponse:
+        def call() -> pb.ActivateResponse:
+            result = activate(self.ctx, self._tenant(context), validation.activate_command(request))
+            self.metrics.retrieval(result)
+            return to_message(result, pb.ActivateResponse())
+        return self._run(context, call)
+
+    def Remember(self, request: pb.RememberRequest, context: grpc.ServicerContext) -> pb.RememberResponse:
+        def call() -> pb.RememberResponse:
+            cmd = validation.remember_command(request)
+            results = remember(self.ctx, self._tenant(context), cmd)
+            self.metrics.stored_claims(results)
+            if not cmd.batch:
+                return pb.RememberResponse(memory=to_message(results[0], pb.RememberResult()))
+            batch = pb.RememberBatch()
+            for i, res in enumerate(results):
+                item = batch.results.add(index=i)
+                to_message(res, item.error if isinstance(res, ItemError) else item.data)
+            return pb.RememberResponse(batch=batch)
+        return self._run(context, call)
+
+    def Recall(self, request: pb.RecallRequest, context: grpc.ServicerContext) -> pb.RecallResponse:
+        def call() -> pb.RecallResponse:
+            result = recall(self.ctx, self._tenant(context), validation.recall_command(request))
+            self.metrics.retrieval(result)
+            return to_message(result, pb.RecallResponse())
+        return self._run(context, call)
+
+    def Feedback(self, request: pb.FeedbackRequest, context: grpc.ServicerContext) -> pb.FeedbackResponse:
+        def call() -> pb.FeedbackResponse:
+            cmd = validation.feedback_command(request)
+            results = feedback(self.ctx, self._tenant(context), cmd)
+            self.metrics.feedback(cmd, results)
+            if not cmd.batch:
+                return pb.FeedbackResponse(record=to_message(results[0], pb.FeedbackRecord()))
+            batch = pb.FeedbackBatch()
+            for res in results:
+                item = batch.results.add()
+                to_message(res, item.error if isinstance(res, ItemError) else item.data)
+            return pb.FeedbackResponse(batch=batch)
+        return self._run(context, call)
+
+    def Commit(self, request: pb.CommitRequest, context: grpc.ServicerContext) -> pb.CommitResponse:
+        def call() -> pb.CommitResponse:
+            result = commit(self.ctx, self._tenant(context), validation.commit_command(request))
+            self.metrics.committed(result)
+            self.on_commit()
+            return to_message(result, pb.CommitResponse())
+        return self._run(context, call)

@@ -1,0 +1,84 @@
+"""Configuration from the environment (see the README's table)."""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+DEFAULT_IDLE_TIMEOUT = 3600
+
+
+def _default_database_url() -> str:
+    data = Path(os.environ.get("SLOWAVE_DATA_DIR", "data"))
+    return f"sqlite:///{data / 'slowave.db'}"
+
+
+def parse_idle_timeout(raw: str | None) -> int:
+    """Seconds; an unparsable value means the default (with a warning); <= 0 disables the reaper."""
+    if raw is None or not raw.strip():
+        return DEFAULT_IDLE_TIMEOUT
+    try:
+        return int(raw.strip())
+    except ValueError:
+        log.warning("SLOWAVE_SESSION_IDLE_TIMEOUT=%r is not an integer; using %d", raw, DEFAULT_IDLE_TIMEOUT)
+        return DEFAULT_IDLE_TIMEOUT
+
+
+@dataclass(frozen=True)
+class RetrievalLimits:
+    """Server-owned catalog and page limits (spec 5.4)."""
+
+    catalog_memories: int = 50
+    catalog_procedures: int = 9
+    page_procedures: int = 3
+    memory_page_budget_bytes: int = 12 * 1024
+    procedure_page_budget_bytes: int = 24 * 1024
+    lexical_candidates: int = 200
+
+
+@dataclass(frozen=True)
+class Settings:
+    listen_addr: str = "127.0.0.1:50051"
+    """host:port the gRPC server binds (port 0 picks a free port)."""
+    database_url: str = field(default_factory=_default_database_url)
+    """SQLAlchemy URL; the default is a SQLite file in ./data."""
+    metrics_addr: str = "127.0.0.1:9464"
+    """host:port of the Prometheus /metrics endpoint; empty disables it."""
+    session_idle_timeout: int = DEFAULT_IDLE_TIMEOUT
+    """Seconds of inactivity before the reaper closes an open session; <= 0 disables the reaper."""
+    max_workers: int = 16
+    """Threads serving RPCs."""
+    max_concurrent_rpcs: int = 64
+    """RPCs in flight beyond this get RESOURCE_EXHAUSTED instead of queueing without bound."""
+    shutdown_grace_seconds: float = 20.0
+    """On SIGTERM, in-flight RPCs get this long to finish."""
+    consolidation_poll_seconds: float = 1.0
+    """How often the background consolidator looks for queued sessions."""
+    tenant: str = "local"
+    """The single local tenant (API keys map callers to tenants in a later version)."""
+    limits: RetrievalLimits = field(default_factory=RetrievalLimits)
+
+    @property
+    def reaper_interval(self) -> float:
+        """Sweep every min(120, max(1, timeout / 2)) seconds (spec 2.4)."""
+        return float(min(120, max(1, self.session_idle_timeout / 2)))
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
+        env = dict(os.environ if env is None else env)
+        kwargs: dict = {}
+        if "SLOWAVE_LISTEN_ADDR" in env:
+            kwargs["listen_addr"] = env["SLOWAVE_LISTEN_ADDR"]
+        if env.get("SLOWAVE_DATABASE_URL"):
+            kwargs["database_url"] = env["SLOWAVE_DATABASE_URL"]
+        if "SLOWAVE_METRICS_ADDR" in env:
+            kwargs["metrics_addr"] = env["SLOWAVE_METRICS_ADDR"]
+        kwargs["session_idle_timeout"] = parse_idle_timeout(env.get("SLOWAVE_SESSION_IDLE_TIMEOUT"))
+        if env.get("SLOWAVE_MAX_WORKERS"):
+            kwargs["max_workers"] = int(env["SLOWAVE_MAX_WORKERS"])
+        if env.get("SLOWAVE_MAX_CONCURRENT_RPCS"):
+            kwargs["max_concurrent_rpcs"] = int(env["SLOWAVE_MAX_CONCURRENT_RPCS"])
+        return cls(**kwargs)

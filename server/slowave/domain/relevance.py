@@ -1,0 +1,79 @@
+"""Relevance of a memory, procedure or knowledge gap to a cue, and the admission test (spec 12.1).
+
+First version: lexical. Relevance blends how much of the item's wording the cue covers with the
+full-text engine's bm25 score; the admission floor (an item whose normalised text the cue contains
+verbatim is always admitted) holds whatever the blend says.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from slowave.domain.learning import precise
+from slowave.domain.text import normalize_claim
+
+ADMISSION_THRESHOLD = 0.35
+_COVERAGE_WEIGHT = 0.7
+_BM25_WEIGHT = 0.3
+_TOKEN = re.compile(r"[^\W_]+")
+
+
+def tokens(text: str) -> list[str]:
+    """Words as the full-text index sees them: letters and digits, lowercased, accents removed."""
+    folded = unicodedata.normalize("NFKD", text.casefold())
+    folded = "".join(ch for ch in folded if not unicodedata.combining(ch))
+    return _TOKEN.findall(folded)
+
+
+@dataclass(frozen=True)
+class Cue:
+    """What a retrieval looks for: the task (or query) plus the optional semantic context."""
+
+    primary: str
+    semantic: str | None = None
+
+    @property
+    def normalized_parts(self) -> list[str]:
+        return [normalize_claim(p) for p in (self.primary, self.semantic) if p]
+
+    @property
+    def token_set(self) -> frozenset[str]:
+        return frozenset(tokens(self.primary) + (tokens(self.semantic) if self.semantic else []))
+
+    def contains(self, text: str) -> bool:
+        """The admission floor: the item's normalised text occurs in the task/query or semantic context."""
+        needle = normalize_claim(text)
+        return bool(needle) and any(needle in part for part in self.normalized_parts)
+
+    def fts_query(self, limit: int = 1024) -> str | None:
+        """An OR query over the cue's distinct words, each quoted (no query-syntax injection)."""
+        words = sorted(self.token_set)[:limit]
+        return " OR ".join(f'"{w}"' for w in words) if words else None
+
+
+def coverage(cue_tokens: frozenset[str], text: str) -> float:
+    """Share of the item's distinct words that the cue contains."""
+    item = set(tokens(text))
+    return len(item & cue_tokens) / len(item) if item else 0.0
+
+
+def bm25_strength(rank: float | None) -> float:
+    """Maps FTS5's bm25 (negative; lower is better) into [0, 1)."""
+    if rank is None:
+        return 0.0
+    r = max(0.0, -rank)
+    return r / (r + 1.0)
+
+
+def memory_relevance(cue: Cue, content: str, rank: float | None) -> float:
+    return precise(_COVERAGE_WEIGHT * coverage(cue.token_set, content) + _BM25_WEIGHT * bm25_strength(rank))
+
+
+def text_relevance(cue: Cue, *texts: str) -> float:
+    """Relevance without an index score (procedures, gaps): the best coverage among the texts."""
+    return precise(max((coverage(cue.token_set, t) for t in texts if t), default=0.0))
+
+
+def admits(cue: Cue, relevance: float, text: str) -> bool:
+    return relevance >= ADMISSION_THRESHOLD or cue.contains(text)

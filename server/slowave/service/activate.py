@@ -1,0 +1,56 @@
+"""Activate: open a session for a task and return the first page of what fits it (spec 5)."""
+from __future__ import annotations
+
+from slowave.domain.errors import InvalidInput, ScopeMismatch, Violation
+from slowave.domain.identifiers import new_activation_id, new_continuity_id, new_session_id
+from slowave.domain.relevance import Cue
+from slowave.service import results as r
+from slowave.service.commands import ActivateCommand
+from slowave.service.context import ServiceContext
+from slowave.service.retrieval import build_catalog, cue_warnings, fragmentation_warning, policy_version, serve_page
+
+
+def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> r.ActivateResponse:
+    """All-or-nothing: a failed Activate leaves no session, retrieval, catalog or token behind."""
+    now = ctx.clock.now()
+    limits = ctx.settings.limits
+    with ctx.db.transaction() as repo:
+        if cmd.continuity_id is not None:
+            token = repo.get_continuity(tenant, cmd.continuity_id)
+            if token is None:
+                raise InvalidInput([Violation("continuity_id", "unknown continuity token")])
+            if token.scope != cmd.scope:
+                raise ScopeMismatch(f"continuity token was issued for scope {token.scope!r}")
+            repo.touch_continuity(token.id, now)
+            continuity_id, continuity_state = token.id, "continued"
+        else:
+            continuity_id, continuity_state = new_continuity_id(), "started"
+            repo.insert_continuity(id=continuity_id, tenant=tenant, scope=cmd.scope, created_at=now, last_seen_at=now)
+
+        cold = not repo.scope_has_active_memory(tenant, cmd.scope)
+        session_id = new_session_id()
+        repo.insert_session(
+            id=session_id, tenant=tenant, scope=cmd.scope, task=cmd.task, initial_goal=cmd.initial_goal,
+            task_context=cmd.task_context, continuity_id=continuity_id, state="open", feedback_status="pending",
+            started_at=now, last_activity_at=now, recall_calls=0, session_events=1,  # the activation event
+            completion_recorded=False,
+        )
+        cue = Cue(cmd.task, cmd.semantic_context)
+        catalog = build_catalog(repo, tenant, cmd.scope, cue, cmd.task_context, limits)
+        retrieval_id = new_activation_id()
+        repo.insert_retrieval(
+            id=retrieval_id, tenant=tenant, session_id=session_id, kind="activation", scope=cmd.scope,
+            created_at=now, page_size=cmd.page_size, policy_version=policy_version(),
+            relevant_total=catalog["relevant_total"], catalog_truncated=catalog["truncated"], catalog=catalog,
+        )
+        retrieval = repo.get_retrieval(tenant, retrieval_id)
+        page = serve_page(repo, tenant, retrieval, 0, 0, limits).page
+        warnings = (fragmentation_warning(repo, tenant, cmd.scope) if cold else []) + cue_warnings(repo, tenant, cmd.scope, cue)
+        warnings += page.warnings
+    return r.ActivateResponse(
+        retrieval_id=retrieval_id, session_id=session_id, memory_state="cold_start" if cold else "available",
+        memories=page.memories, procedures=page.procedures, warnings=warnings, continuity_id=continuity_id,
+        continuity_state=continuity_state, retrieval_policy_version=page.retrieval_policy_version,
+        relevant_total=page.relevant_total, catalog_truncated=page.catalog_truncated,
+        more_available=page.more_available, continue_from=page.continue_from, accessible_field=page.accessible_field,
+    )

@@ -1,0 +1,128 @@
+"""Commit: close the task, or update an ended session (seed; spec 2.5, 9, 11)."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Row
+
+from slowave.domain.commit_gate import ExposedTarget, RetrievalExposure, enforce_commit_gate
+from slowave.domain.errors import IncompleteFeedback, SessionNotFound
+from slowave.domain.identifiers import procedure_id as make_procedure_id
+from slowave.domain.procedure_capture import applicability_text
+from slowave.domain.session_note import session_note
+from slowave.domain.text import normalize_claim
+from slowave.domain.trajectory_filter import filter_lifecycle
+from slowave.service import results as r
+from slowave.service.commands import CommitCommand, TrajectoryStep
+from slowave.service.context import ServiceContext
+from slowave.service.episodes import form_episodes
+from slowave.storage.repository import Repository
+
+
+def commit(ctx: ServiceContext, tenant: str, cmd: CommitCommand) -> r.CommitResponse:
+    now = ctx.clock.now()
+    refusal: IncompleteFeedback | None = None
+    with ctx.db.transaction() as repo:
+        # The session lock serialises gate check plus close, reaping and concurrent commits.
+        session = repo.get_session(tenant, cmd.session_id, lock=True)
+        if session is None:
+            raise SessionNotFound(f"session {cmd.session_id} not found")
+        if session.state == "open":
+            repo.touch_session(session.id, now)
+        try:
+            enforce_commit_gate(session_exposure(repo, session.id))
+        except IncompleteFeedback as exc:
+            refusal = exc  # raised after the activity touch is committed
+        if refusal is None:
+            kept, filtered = filter_lifecycle([s.summary for s in cmd.trajectory])
+            steps = [cmd.trajectory[i] for i in kept]
+            if session.state == "open":
+                response = _close(repo, tenant, session, cmd, steps, now)
+            else:
+                response = _update(repo, tenant, session, cmd, steps, now)
+            response.trajectory_lifecycle_filtered = filtered or None
+            after = repo.get_session(tenant, session.id)
+            response.session_note = session_note(after.session_events, after.recall_calls)
+            response.procedure_id = after.procedure_id
+    if refusal is not None:
+        raise refusal
+    return response
+
+
+def session_exposure(repo: Repository, session_id: str) -> list[RetrievalExposure]:
+    retrievals = repo.session_retrievals(session_id)
+    by_retrieval: dict[str, list[ExposedTarget]] = {x.id: [] for x in retrievals}
+    for e in repo.exposures(list(by_retrieval)):
+        by_retrieval[e.retrieval_id].append(ExposedTarget(e.target_kind, e.target_id, e.covered))
+    return [RetrievalExposure(x.id, by_retrieval[x.id]) for x in retrievals]
+
+
+def _completion(cmd: CommitCommand) -> dict:
+    return {
+        "final_goal": cmd.final_goal, "outcome": cmd.outcome, "outcome_summary": cmd.outcome_summary,
+        "verification": {"status": cmd.verification_status, "summary": cmd.verification_summary,
+                         "evidence_refs": list(cmd.evidence_refs)},
+        "feedback_status": "complete",
+    }
+
+
+def _close(repo: Repository, tenant: str, session: Row, cmd: CommitCommand, steps: list[TrajectoryStep],
+           now: datetime) -> r.CommitResponse:
+    _store_trajectory(repo, tenant, session.id, steps, now)
+    values = _completion(cmd)
+    values.update(state="closed", ended_at=now, completion_recorded=True,
+                  trajectory_stored=len(steps) if steps else None)
+    if cmd.procedure is not None:
+        values["procedure_id"] = _store_procedure(repo, tenant, session, cmd, now)
+    repo.update_session(session.id, **values)
+    repo.add_session_events(session.id, 1 + len(steps))  # completion record + stored entries
+    formed = form_episodes(repo, tenant, session.id, [e.number for e in repo.session_source_events(session.id)], now)
+    repo.enqueue_consolidation(tenant, session.id, now)
+    return r.CommitResponse(session.id, True, "closed", cmd.outcome, cmd.verification_status, "complete", formed)
+
+
+def _update(repo: Repository, tenant: str, session: Row, cmd: CommitCommand, steps: list[TrajectoryStep],
+            now: datetime) -> r.CommitResponse:
+    values = _completion(cmd)
+    formed, ignored = 0, None
+    if session.state == "reaped" and session.trajectory_stored is None and steps:
+        events = _store_trajectory(repo, tenant, session.id, steps, now)
+        formed = form_episodes(repo, tenant, session.id, events, now)
+        values["trajectory_stored"] = len(steps)
+        repo.add_session_events(session.id, len(steps))
+    elif steps:
+        ignored = len(steps)
+    if not session.completion_recorded:
+        values["completion_recorded"] = True
+        repo.add_session_events(session.id, 1)
+    if cmd.procedure is not None:
+        values["procedure_id"] = _store_procedure(repo, tenant, session, cmd, now)
+    repo.update_session(session.id, **values)
+    summary_changed = session.outcome_summary is None or normalize_claim(session.outcome_summary) != normalize_claim(cmd.outcome_summary)
+    if formed or summary_changed:
+        repo.enqueue_consolidation(tenant, session.id, now)
+    return r.CommitResponse(session.id, True, "updated", cmd.outcome, cmd.verification_status, "complete", formed,
+                            already_ended=True, trajectory_ignored=ignored)
+
+
+def _store_trajectory(repo: Repository, tenant: str, session_id: str, steps: list[TrajectoryStep], now: datetime) -> list[int]:
+    """Stored as agent-reported source events, in order, with position, kind, status and summary."""
+    return [
+        repo.insert_source_event(tenant=tenant, session_id=session_id, kind="trajectory", content=step.summary,
+                                 recorded_at=now, position=i, entry_kind=step.kind, entry_status=step.status)
+        for i, step in enumerate(steps)
+    ]
+
+
+def _store_procedure(repo: Repository, tenant: str, session: Row, cmd: CommitCommand, now: datetime) -> str:
+    """`proc_<session_id>`: created, or replaced in place keeping its feedback history (spec 2.5)."""
+    proc = cmd.procedure
+    assert proc is not None
+    pid = make_procedure_id(session.id)
+    values = dict(goal=proc.goal, summary=proc.summary, context=proc.context, steps=proc.steps,
+                  caveats=proc.caveats, applicability_text=applicability_text(proc.goal, session.task), updated_at=now)
+    if repo.get_procedure(tenant, pid, lock=True) is None:
+        repo.insert_procedure(id=pid, tenant=tenant, scope=session.scope, session_id=session.id, created_at=now, **values)
+    else:
+        repo.update_procedure(pid, **values)
+    return pid

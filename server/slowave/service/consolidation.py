@@ -1,0 +1,105 @@
+"""Offline consolidation (spec 11.6): a committed session's outcome summary becomes a lesson.
+
+Runs without any language model. Each queue entry is taken exactly once (row lock with skip-locked
+selection on PostgreSQL; SQLite transactions hold the write lock). Remembered memories and their
+learning state are never modified.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+
+from slowave.domain.identifiers import memory_id, new_feedback_event_id
+from slowave.service.context import ServiceContext
+from slowave.service.knowledge_gaps import close_answered_gaps
+from slowave.storage.repository import Repository, claim_hash
+
+log = logging.getLogger(__name__)
+
+
+def consolidate_pending(ctx: ServiceContext, limit: int | None = None) -> int:
+    """Consolidates queued sessions until the queue is empty (or `limit`); returns how many."""
+    done = 0
+    while limit is None or done < limit:
+        with ctx.db.transaction() as repo:
+            entry = repo.next_consolidation()
+            if entry is None:
+                return done
+            consolidate_session(repo, entry.tenant, entry.session_id, ctx.clock.now())
+            repo.finish_consolidation(entry.id, ctx.clock.now())
+        done += 1
+    return done
+
+
+def consolidate_session(repo: Repository, tenant: str, session_id: str, now) -> None:  # noqa: ANN001
+    session = repo.get_session(tenant, session_id, lock=True)
+    if session is None or not session.outcome_summary:
+        return  # a reaped session without an outcome summary yields no derived memory
+    summary = session.outcome_summary
+    summary_hash = claim_hash(summary)
+    existing = repo.find_active_claim(tenant, session.scope, "lesson", summary)
+    if existing is not None:
+        number, created = existing.number, False
+    else:
+        number = repo.insert_memory(tenant=tenant, scope=session.scope, type_="lesson", content=summary,
+                                    source_kind="consolidated", source_session_id=session.id, now=now)
+        created = True
+    repo.link_session_memory(session.id, number, created=created, summary_hash=summary_hash)
+    close_answered_gaps(repo, tenant, session.scope, summary)
+    for link in repo.session_links(session.id):
+        if link.memory_number != number:
+            _let_go_of_old_summary(repo, tenant, session.id, link, number, now)
+
+
+def _let_go_of_old_summary(repo: Repository, tenant: str, session_id: str, link, new_number: int, now) -> None:  # noqa: ANN001
+    """An updated summary replaces the old derived memory only if nothing else stands behind it."""
+    old = repo.get_memory(tenant, link.memory_number, lock=True)
+    sole_source = (
+        old is not None and old.status == "active" and link.created_by_session
+        and repo.memory_link_count(old.number) == 1 and not repo.memory_has_remembered_source(old.number)
+    )
+    if sole_source:
+        repo.retire_memory(old.number, stale_reason="superseded", superseded_by=new_number, now=now)
+        repo.append_feedback_row(
+            event_id=new_feedback_event_id(), tenant=tenant, retrieval_id="", session_id=session_id,
+            target_kind="memory", target_id=memory_id(old.number), accepted=True, service_authored=True,
+            assessment="stale", stale_reason="superseded", replacement_memory_id=memory_id(new_number),
+            reason="the session's outcome summary was updated", recorded_at=now,
+        )
+    repo.unlink_session_memory(session_id, link.memory_number)
+
+
+class Consolidator:
+    """Background worker present in every replica; normally finishes a commit's entry within seconds."""
+
+    def __init__(self, ctx: ServiceContext) -> None:
+        self.ctx = ctx
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="slowave-consolidator", daemon=True)
+        self._thread.start()
+
+    def notify(self) -> None:
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.ctx.settings.consolidation_poll_seconds)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                consolidate_pending(self.ctx)
+            except Exception:  # noqa: BLE001 - retried at the next poll
+                log.exception("consolidation failed")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread:
+            self._thread.join(timeout=10)
+
+

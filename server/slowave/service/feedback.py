@@ -1,0 +1,245 @@
+"""Feedback: append assessments of exposed targets to the ledger (seed; spec 8, 10, 12).
+
+Each scalar call or batch item is one transaction holding the retrieval's lock, so the rows of one
+retrieval event have a single ledger order, and "first accepted explicit row" is well defined.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import Row
+
+from slowave.domain.coverage import apply_coverage
+from slowave.domain.errors import DomainError, RetrievalNotFound
+from slowave.domain.feedback_authorization import (
+    Rejection,
+    ReplacementState,
+    incomplete_coverage,
+    memory_entry_rejection,
+    procedure_entry_rejection,
+)
+from slowave.domain.feedback_entries import FeedbackItem, MemoryEntry, ProcedureEntry
+from slowave.domain.identifiers import memory_number, new_feedback_event_id
+from slowave.domain.learning import applied_bucket, memory_learned, memory_unit
+from slowave.service import results as r
+from slowave.service.commands import FeedbackCommand
+from slowave.service.context import ServiceContext
+from slowave.service.knowledge_gaps import record_missing
+from slowave.storage.repository import Repository
+
+log = logging.getLogger(__name__)
+
+
+def feedback(ctx: ServiceContext, tenant: str, cmd: FeedbackCommand) -> list[r.FeedbackRecord | r.ItemError]:
+    if not cmd.batch:
+        item = cmd.items[0]
+        assert isinstance(item, FeedbackItem)
+        with ctx.db.transaction() as repo:
+            retrieval = repo.get_retrieval(tenant, item.retrieval_id, lock=True)
+            if retrieval is None:
+                raise RetrievalNotFound(f"retrieval {item.retrieval_id} not found")
+            return [record_item(repo, tenant, retrieval, item, ctx.clock.now())]
+    return [_batch_item(ctx, tenant, item) for item in cmd.items]
+
+
+def _batch_item(ctx: ServiceContext, tenant: str, item: FeedbackItem | r.ItemError) -> r.FeedbackRecord | r.ItemError:
+    """Items are processed in order, each in its own transaction; a failure fails that item only."""
+    if isinstance(item, r.ItemError):
+        return item
+    try:
+        with ctx.db.transaction() as repo:
+            retrieval = repo.get_retrieval(tenant, item.retrieval_id, lock=True)
+            if retrieval is None:
+                return r.ItemError("not_found", f"retrieval {item.retrieval_id} not found", False)
+            return record_item(repo, tenant, retrieval, item, ctx.clock.now())
+    except DomainError as exc:
+        return r.ItemError(exc.code, exc.message, exc.retryable)
+    except Exception:  # noqa: BLE001 - reported as the item's internal_error, siblings proceed
+        log.exception("feedback batch item failed")
+        return r.ItemError("internal_error", "the item could not be recorded; retry it", True)
+
+
+@dataclass
+class _Call:
+    """What one call (or batch item) has done so far, to build its FeedbackRecord."""
+
+    accepted_explicit: list[str] = field(default_factory=list)
+    rejected: list[r.RejectedTarget] = field(default_factory=list)
+    accepted_now: set[tuple[str, str]] = field(default_factory=set)
+    learned_before: dict[str, float] = field(default_factory=dict)  # memory id -> learned at call start
+    retired: list[str] = field(default_factory=list)
+    replacements: list[str] = field(default_factory=list)
+
+
+def record_item(repo: Repository, tenant: str, retrieval: Row, item: FeedbackItem, now: datetime) -> r.FeedbackRecord:
+    session = repo.get_session(tenant, retrieval.session_id)
+    if session is not None and session.state == "open":
+        repo.touch_session(session.id, now)
+    exposures = repo.exposures([retrieval.id])
+    exposure = [(e.target_kind, e.target_id) for e in exposures]
+    exposed = set(exposure)
+    effective = {(e.target_kind, e.target_id): e.effective_seq for e in exposures}
+    covered_before = {(e.target_kind, e.target_id) for e in exposures if e.covered}
+    call = _Call()
+    row = _RowWriter(repo, tenant, retrieval, now)
+
+    for entry in item.memory_feedback:
+        target = ("memory", entry.memory_id)
+        rejection = memory_entry_rejection(
+            entry, exposed=target in exposed, retrieval_scope=retrieval.scope,
+            lookup_replacement=lambda rid: _replacement_state(repo, tenant, rid),
+        )
+        if rejection:
+            row.rejected("memory", entry.memory_id, rejection, _memory_fields(entry))
+            call.rejected.append(_rejected("memory", entry.memory_id, rejection))
+            continue
+        _accept_memory_entry(repo, tenant, row, call, entry, effective, now)
+        call.accepted_now.add(target)
+
+    for entry in item.procedure_feedback:
+        target = ("procedure", entry.procedure_id)
+        rejection = procedure_entry_rejection(entry, exposed=target in exposed)
+        if rejection:
+            row.rejected("procedure", entry.procedure_id, rejection, _procedure_fields(entry))
+            call.rejected.append(_rejected("procedure", entry.procedure_id, rejection))
+            continue
+        _accept_procedure_entry(repo, tenant, row, call, entry, effective)
+        call.accepted_now.add(target)
+
+    mentioned = {e.memory_id for e in item.memory_feedback} | {e.procedure_id for e in item.procedure_feedback}
+    result = apply_coverage(exposure, covered_before, mentioned, call.accepted_now, item.coverage)
+    implicit_ids = []
+    for kind, target_id in result.implicit:
+        fields = {"assessment": "not_used"} if kind == "memory" else {"use": "not_used", "effect": "unknown"}
+        implicit_ids.append(row.accepted(kind, target_id, fields, implicit=True))
+        repo.mark_exposure(retrieval.id, kind, target_id, covered=True)
+
+    level = {"requested_coverage": item.coverage, "retrieval_quality": item.retrieval_quality, "missing": item.missing}
+    accepted_ids = call.accepted_explicit + implicit_ids
+    if result.declaration_accepted:
+        level_id, recorded_at = row.accepted("retrieval", retrieval.id, level), now
+        accepted_ids.append(level_id)
+        record_missing(repo, tenant, retrieval.scope, item.missing, now)
+    else:
+        rejection = incomplete_coverage()
+        row.rejected("retrieval", retrieval.id, rejection, level)
+        call.rejected.append(_rejected("retrieval", retrieval.id, rejection))
+        recorded_at = now
+
+    return r.FeedbackRecord(
+        retrieval_id=retrieval.id, session_id=retrieval.session_id, requested_coverage=item.coverage,
+        coverage="complete" if item.coverage == "complete" and result.declaration_accepted else "partial",
+        accepted_event_ids=accepted_ids, rejected=call.rejected,
+        implicitly_assessed=_target_ids(result.implicit), outstanding=_target_ids(result.outstanding),
+        applied=_applied(repo, tenant, call), retrieval_quality=item.retrieval_quality, missing=list(item.missing),
+        recorded_at=recorded_at,
+    )
+
+
+def _accept_memory_entry(repo: Repository, tenant: str, row: "_RowWriter", call: _Call, entry: MemoryEntry,
+                         effective: dict, now: datetime) -> None:
+    target = ("memory", entry.memory_id)
+    number = memory_number(entry.memory_id)
+    memory = repo.get_memory(tenant, number, lock=True) if number is not None else None
+    if entry.memory_id not in call.learned_before and memory is not None:
+        call.learned_before[entry.memory_id] = memory_learned(memory.learned_units)
+    first = effective.get(target) is None
+    seq_id = row.accepted("memory", entry.memory_id, _memory_fields(entry), effective=first)
+    call.accepted_explicit.append(seq_id)
+    if first:
+        effective[target] = row.last_seq
+        repo.mark_exposure(row.retrieval.id, "memory", entry.memory_id, covered=True, effective_seq=row.last_seq)
+    else:
+        repo.mark_exposure(row.retrieval.id, "memory", entry.memory_id, covered=True)
+    if memory is None:
+        return
+    active = memory.status == "active"
+    if first and active:  # a retired memory's learned adjustment is frozen (spec 12.3)
+        unit = memory_unit(entry.assessment, entry.effect)
+        if unit:
+            repo.add_learned_units(memory.number, unit)
+    if entry.assessment == "stale" and active:  # the first terminal assessment wins
+        replacement = memory_number(entry.replacement_memory_id) if entry.replacement_memory_id else None
+        repo.retire_memory(memory.number, stale_reason=entry.stale_reason or "", superseded_by=replacement, now=now)
+        call.retired.append(entry.memory_id)
+        if entry.stale_reason == "superseded" and entry.replacement_memory_id:
+            call.replacements.append(f"{entry.memory_id}->{entry.replacement_memory_id}")
+
+
+def _accept_procedure_entry(repo: Repository, tenant: str, row: "_RowWriter", call: _Call, entry: ProcedureEntry,
+                            effective: dict) -> None:
+    target = ("procedure", entry.procedure_id)
+    first = effective.get(target) is None
+    call.accepted_explicit.append(row.accepted("procedure", entry.procedure_id, _procedure_fields(entry), effective=first))
+    if first:
+        effective[target] = row.last_seq
+        repo.mark_exposure(row.retrieval.id, "procedure", entry.procedure_id, covered=True, effective_seq=row.last_seq)
+        procedure = repo.get_procedure(tenant, entry.procedure_id, lock=True)
+        if procedure is not None:
+            values = {f"ev_{entry.use}": getattr(procedure, f"ev_{entry.use}") + 1}
+            if entry.use == "used" and entry.effect in ("helped", "no_effect", "harmed", "unknown"):
+                values[f"ev_{entry.effect}"] = getattr(procedure, f"ev_{entry.effect}") + 1
+            repo.update_procedure(procedure.id, **values)
+    else:
+        repo.mark_exposure(row.retrieval.id, "procedure", entry.procedure_id, covered=True)
+
+
+def _applied(repo: Repository, tenant: str, call: _Call) -> r.Applied:
+    applied = r.Applied(retired=list(call.retired), replacements=list(call.replacements))
+    for mid, before in call.learned_before.items():
+        if mid in call.retired:
+            continue
+        number = memory_number(mid)
+        after = memory_learned(repo.get_memory(tenant, number).learned_units) if number else before
+        getattr(applied, applied_bucket(before, after)).append(mid)
+    return applied
+
+
+def _replacement_state(repo: Repository, tenant: str, replacement_id: str) -> ReplacementState | None:
+    number = memory_number(replacement_id)
+    row = repo.get_memory(tenant, number) if number is not None else None
+    return ReplacementState(row.scope, row.status == "active") if row is not None else None
+
+
+def _memory_fields(e: MemoryEntry) -> dict:
+    return {"assessment": e.assessment, "stale_reason": e.stale_reason, "replacement_memory_id": e.replacement_memory_id,
+            "reason": e.reason, "relevance": e.relevance, "effect": e.effect}
+
+
+def _procedure_fields(e: ProcedureEntry) -> dict:
+    return {"use": e.use, "effect": e.effect, "contribution": e.contribution, "reason": e.reason}
+
+
+def _rejected(kind: str, target_id: str, rejection: Rejection) -> r.RejectedTarget:
+    return r.RejectedTarget(kind, target_id, rejection.reason, rejection.field, rejection.hint)
+
+
+def _target_ids(targets: list[tuple[str, str]]) -> r.TargetIds:
+    return r.TargetIds([i for k, i in targets if k == "memory"], [i for k, i in targets if k == "procedure"])
+
+
+class _RowWriter:
+    """Appends ledger rows for one call; each accepted row references its pair's previous one."""
+
+    def __init__(self, repo: Repository, tenant: str, retrieval: Row, now: datetime) -> None:
+        self.repo, self.tenant, self.retrieval, self.now = repo, tenant, retrieval, now
+        self.last_seq: int | None = None
+
+    def _append(self, kind: str, target_id: str, accepted: bool, fields: dict, **flags) -> str:  # noqa: ANN003
+        event_id = new_feedback_event_id()
+        previous = self.repo.last_accepted_seq(self.retrieval.id, kind, target_id) if accepted else None
+        self.last_seq = self.repo.append_feedback_row(
+            event_id=event_id, tenant=self.tenant, retrieval_id=self.retrieval.id,
+            session_id=self.retrieval.session_id, target_kind=kind, target_id=target_id, accepted=accepted,
+            previous_accepted_seq=previous, recorded_at=self.now, **fields, **flags,
+        )
+        return event_id
+
+    def accepted(self, kind: str, target_id: str, fields: dict, *, implicit: bool = False, effective: bool = False) -> str:
+        return self._append(kind, target_id, True, fields, implicit=implicit, effective=effective)
+
+    def rejected(self, kind: str, target_id: str, rejection: Rejection, fields: dict) -> str:
+        return self._append(kind, target_id, False, fields, rejection_reason=rejection.reason,
+                            rejection_field=rejection.field)

@@ -1,0 +1,19 @@
+"""Knowledge gaps (spec 10.7): `missing` reports open them; a claim that answers them closes them."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from slowave.domain.relevance import Cue, admits, text_relevance
+from slowave.storage.repository import Repository
+
+
+def record_missing(repo: Repository, tenant: str, scope: str, missing: list[str], now: datetime) -> None:
+    for text in missing:
+        repo.record_gap(tenant, scope, text, now)
+
+
+def close_answered_gaps(repo: Repository, tenant: str, scope: str, content: str) -> None:
+    """Closes every open gap of the scope that the new claim, taken as a cue, admits."""
+    cue = Cue(content)
+    answered = [g.id for g in repo.open_gaps(tenant, scope) if admits(cue, text_relevance(cue, g.text), g.text)]
+    repo.close_gaps(answered)

@@ -1,0 +1,67 @@
+"""The idle-session reaper (seed; spec 2.4): closes sessions nobody commits."""
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import timedelta
+
+from slowave.service.context import ServiceContext
+from slowave.service.episodes import form_episodes
+
+log = logging.getLogger(__name__)
+_BATCH = 100
+
+
+def reap_idle_sessions(ctx: ServiceContext) -> list[str]:
+    """One sweep. Each session is reaped in its own transaction, at most once across replicas."""
+    timeout = ctx.settings.session_idle_timeout
+    if timeout <= 0:
+        return []
+    reaped: list[str] = []
+    while True:
+        now = ctx.clock.now()
+        with ctx.db.transaction() as repo:
+            idle = repo.idle_open_sessions(now - timedelta(seconds=timeout), limit=_BATCH)
+            for session in idle:
+                # No feedback enforcement, no goal, summary, verification, procedure or trajectory;
+                # episodes are still formed from the remembered claims.
+                repo.update_session(session.id, state="reaped", ended_at=now, outcome="unknown",
+                                    feedback_status="incomplete")
+                events = [e.number for e in repo.session_source_events(session.id, kind="claim")]
+                form_episodes(repo, session.tenant, session.id, events, now)
+                reaped.append(session.id)
+        if len(idle) < _BATCH:
+            return reaped
+
+
+class Reaper:
+    """Sweeps every min(120, max(1, timeout / 2)) seconds in a daemon thread."""
+
+    def __init__(self, ctx: ServiceContext, on_reaped=None) -> None:  # noqa: ANN001
+        self.ctx = ctx
+        self.on_reaped = on_reaped
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.ctx.settings.session_idle_timeout <= 0:
+            log.info("session reaper disabled (SLOWAVE_SESSION_IDLE_TIMEOUT <= 0)")
+            return
+        self._thread = threading.Thread(target=self._run, name="slowave-reaper", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.ctx.settings.reaper_interval):
+            try:
+                reaped = reap_idle_sessions(self.ctx)
+                if reaped:
+                    log.info("reaped %d idle session(s)", len(reaped))
+                    if self.on_reaped:
+                        self.on_reaped(len(reaped))
+            except Exception:  # noqa: BLE001 - a failed sweep is retried at the next interval
+                log.exception("reaper sweep failed")
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=10)

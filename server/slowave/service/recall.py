@@ -1,0 +1,63 @@
+"""Recall: a fresh lookup (new retrieval event) or the next page of an earlier one (spec 7)."""
+from __future__ import annotations
+
+from slowave.domain.errors import CursorNotFound, DomainError, InvalidInput
+from slowave.domain.identifiers import new_recall_id
+from slowave.domain.relevance import Cue
+from slowave.domain.structs import merge_task_context, normalize_task_context
+from slowave.service import results as r
+from slowave.service.commands import RecallCommand
+from slowave.service.context import ServiceContext
+from slowave.service.retrieval import build_catalog, cue_warnings, evidence_records, policy_version, serve_page
+from slowave.service.sessions import open_session_in_scope
+
+
+def recall(ctx: ServiceContext, tenant: str, cmd: RecallCommand) -> r.RecallResponse:
+    now = ctx.clock.now()
+    limits = ctx.settings.limits
+    refusal: DomainError | None
+    with ctx.db.transaction() as repo:
+        session, refusal = open_session_in_scope(repo, tenant, cmd.session_id, cmd.scope, now, recall=True)
+        if refusal is None and cmd.continue_from is not None:
+            cursor = repo.get_cursor(cmd.continue_from)
+            retrieval = repo.get_retrieval(tenant, cursor.retrieval_id) if cursor else None
+            if retrieval is None or retrieval.session_id != session.id:
+                refusal = CursorNotFound(f"cursor {cmd.continue_from} was not issued for this session")
+            else:
+                served = serve_page(repo, tenant, retrieval, cursor.memory_offset, cursor.procedure_offset, limits)
+                return _response(session.id, served.page, [], "references", False, served.page.warnings)
+        if refusal is None:
+            assert cmd.query is not None
+            context = session.task_context
+            if cmd.task_context is not None:
+                violations: list = []
+                context = normalize_task_context(violations, "task_context", merge_task_context(session.task_context, cmd.task_context))
+                if violations:
+                    refusal = InvalidInput(violations)
+                else:
+                    repo.update_session(session.id, task_context=context)
+        if refusal is None:
+            cue = Cue(cmd.query, cmd.semantic_context)
+            catalog = build_catalog(repo, tenant, session.scope, cue, context, limits)
+            retrieval_id = new_recall_id()
+            repo.insert_retrieval(
+                id=retrieval_id, tenant=tenant, session_id=session.id, kind="recall", scope=session.scope,
+                created_at=now, page_size=cmd.page_size, policy_version=policy_version(),
+                relevant_total=catalog["relevant_total"], catalog_truncated=catalog["truncated"], catalog=catalog,
+            )
+            repo.add_session_events(session.id, 1)  # the recall event
+            served = serve_page(repo, tenant, repo.get_retrieval(tenant, retrieval_id), 0, 0, limits)
+            evidence, truncated = evidence_records(repo, served.memory_numbers, cmd.evidence_mode == "full")
+            warnings = cue_warnings(repo, tenant, session.scope, cue) + served.page.warnings
+            return _response(session.id, served.page, evidence, cmd.evidence_mode, truncated, warnings)
+    raise refusal
+
+
+def _response(session_id: str, page: r.Page, evidence: list, mode: str, truncated: bool, warnings: list) -> r.RecallResponse:
+    return r.RecallResponse(
+        retrieval_id=page.retrieval_id, session_id=session_id, retrieval_policy_version=page.retrieval_policy_version,
+        relevant_total=page.relevant_total, catalog_truncated=page.catalog_truncated, memories=page.memories,
+        procedures=page.procedures, more_available=page.more_available, continue_from=page.continue_from,
+        accessible_field=page.accessible_field, evidence=evidence, evidence_mode=mode, evidence_truncated=truncated,
+        warnings=warnings,
+    )

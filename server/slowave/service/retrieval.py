@@ -1,0 +1,309 @@
+"""Retrieval shared by Activate and Recall: candidates, the frozen catalog, pages and exposure.
+
+A catalog freezes, at creation, its item ids, order, ranking signals and sizes; a page is served
+from it and what it serves joins the retrieval's exposure set (spec 5.4, 10.1).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Row
+
+from slowave.config import RetrievalLimits
+from slowave.domain import catalog as cat
+from slowave.domain.identifiers import episode_id, event_id, memory_id, new_cursor_id
+from slowave.domain.learning import RETRIEVAL_POLICY_VERSION, memory_learned, precise, procedure_learned
+from slowave.domain.learning import ProcedureEvidence as EvidenceCounters
+from slowave.domain.procedure_capture import served_caveats
+from slowave.domain.relevance import Cue, admits, memory_relevance, text_relevance
+from slowave.domain.scope import fragmentation_key
+from slowave.domain.structs import contexts_match
+from slowave.service import results as r
+from slowave.storage.repository import Repository
+
+MAX_REDIRECT_HOPS = 8
+EVIDENCE_LIMIT = 8
+EVIDENCE_CONTENT_CHARS = 1000
+
+
+@dataclass
+class _Candidate:
+    number: int
+    relevance: float
+    pathway: str = "direct"
+    redirected_from: int | None = None
+
+
+def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limits: RetrievalLimits) -> list[_Candidate]:
+    query = cue.fts_query()
+    if query is None:
+        return []
+    ranks: dict[int, float | None] = {}
+    contents: dict[int, str] = {}
+    for row in repo.lexical_matches(tenant, scope, query, limits.lexical_candidates):
+        ranks[row.number], contents[row.number] = row.rank, row.content
+    for row in repo.contained_matches(tenant, scope, query, cue.normalized_parts):
+        ranks.setdefault(row.number, None)
+        contents[row.number] = row.content
+    admitted = {
+        n: rel for n in ranks
+        if admits(cue, rel := memory_relevance(cue, contents[n], ranks[n]), contents[n])
+    }
+    rows = repo.get_memories(admitted)
+    direct: dict[int, _Candidate] = {}
+    redirects: list[_Candidate] = []
+    for n, rel in admitted.items():
+        if rows[n].status == "active":
+            direct[n] = _Candidate(n, rel)
+        else:  # retired as superseded: its active replacement stands in (spec 12.3)
+            target = _follow_supersession(repo, tenant, rows[n])
+            if target is not None:
+                redirects.append(_Candidate(target, rel, "redirect", n))
+    for c in sorted(redirects, key=lambda c: (-c.relevance, c.redirected_from)):
+        own = direct.get(c.number)
+        if own is None:
+            direct[c.number] = c
+        elif own.pathway == "direct":
+            own.relevance = max(own.relevance, c.relevance)
+        # a second redirect to the same memory keeps the first (strongest) one
+    return list(direct.values())
+
+
+def _follow_supersession(repo: Repository, tenant: str, row: Row) -> int | None:
+    for _ in range(MAX_REDIRECT_HOPS):
+        if row.stale_reason != "superseded" or row.superseded_by is None:
+            return None
+        nxt = repo.get_memory(tenant, row.superseded_by)
+        if nxt is None:
+            return None
+        if nxt.status == "active":
+            return nxt.number
+        row = nxt
+    return None
+
+
+def build_catalog(
+    repo: Repository, tenant: str, scope: str, cue: Cue, task_context: dict, limits: RetrievalLimits
+) -> dict:
+    """Ranks the admitted candidates and freezes them (at most 50 memories, 9 procedures)."""
+    candidates = _admitted_memories(repo, tenant, scope, cue, limits)
+    rows = repo.get_memories(c.number for c in candidates)
+    ranked = []
+    for c in candidates:
+        row = rows[c.number]
+        learned = memory_learned(row.learned_units)
+        shown, _ = cat.render_content(row.content)
+        ranked.append({
+            "n": c.number, "type": row.type, "relevance": c.relevance, "learned": learned,
+            "score": precise(c.relevance + learned), "size": len(shown.encode("utf-8")), "chars": len(shown),
+            "pathway": c.pathway, "redirected_from": memory_id(c.redirected_from) if c.redirected_from else None,
+        })
+    ranked.sort(key=lambda m: (-m["score"], -m["relevance"], m["n"]))
+    procedures = _ranked_procedures(repo, tenant, scope, cue, task_context)
+    return {
+        "memories": ranked[: limits.catalog_memories],
+        "procedures": procedures[: limits.catalog_procedures],
+        "relevant_total": min(len(ranked), limits.catalog_memories),
+        "truncated": len(ranked) > limits.catalog_memories,
+    }
+
+
+def _ranked_procedures(repo: Repository, tenant: str, scope: str, cue: Cue, task_context: dict) -> list[dict]:
+    ranked = []
+    for row in repo.procedures_with_sessions(tenant, scope):
+        if not contexts_match(row.context, task_context):
+            continue
+        relevance = text_relevance(cue, row.goal, row.session_task, " ".join([row.summary, *row.steps]))
+        if not admits(cue, relevance, row.goal):
+            continue
+        learned = procedure_learned(_counters(row), row.outcome, (row.verification or {}).get("status"))
+        texts = cat.procedure_texts(row.goal, row.summary, row.steps, served_caveats(row.caveats, row.outcome))
+        ranked.append({
+            "id": row.id, "relevance": relevance, "learned": learned, "score": precise(relevance + learned),
+            "size": sum(len(x.encode("utf-8")) for x in texts), "chars": sum(len(x) for x in texts),
+            "created": row.created_at.timestamp(),
+        })
+    ranked.sort(key=lambda p: (-p["score"], -p["created"], p["id"]))
+    return ranked
+
+
+def _counters(row: Row) -> EvidenceCounters:
+    return EvidenceCounters(
+        used=row.ev_used, not_used=row.ev_not_used, unassessable=row.ev_unassessable, helped=row.ev_helped,
+        no_effect=row.ev_no_effect, harmed=row.ev_harmed, unknown=row.ev_unknown,
+    )
+
+
+def policy_version() -> str:
+    return RETRIEVAL_POLICY_VERSION
+
+
+@dataclass
+class ServedPage:
+    page: r.Page
+    memory_numbers: list[int]
+
+
+def serve_page(
+    repo: Repository, tenant: str, retrieval: Row, memory_offset: int, procedure_offset: int, limits: RetrievalLimits
+) -> ServedPage:
+    """Serves the page at the given offsets of a frozen catalog and adds it to the exposure set."""
+    catalog = retrieval.catalog
+    mems, procs = catalog["memories"], catalog["procedures"]
+    m_count = cat.page_count([m["size"] for m in mems], memory_offset, retrieval.page_size, limits.memory_page_budget_bytes)
+    p_count = cat.page_count([p["size"] for p in procs], procedure_offset, limits.page_procedures, limits.procedure_page_budget_bytes)
+    page_mems = mems[memory_offset: memory_offset + m_count]
+    page_procs = procs[procedure_offset: procedure_offset + p_count]
+
+    memories = render_memories(repo, page_mems)
+    procedures = render_procedures(repo, tenant, page_procs)
+    _expose(repo, retrieval.id, [("memory", m.memory_id) for m in memories] + [("procedure", p.procedure_id) for p in procedures])
+
+    next_m, next_p = memory_offset + m_count, procedure_offset + p_count
+    more = next_m < len(mems) or next_p < len(procs)
+    cursor = accessible = None
+    if more:
+        cursor = _cursor(repo, retrieval.id, next_m, next_p)
+        rest = cat.remaining([m["type"] for m in mems[next_m:]], [m["chars"] for m in mems[next_m:]],
+                             [p["chars"] for p in procs[next_p:]])
+        accessible = r.AccessibleField(rest.extra_candidates, rest.kinds, rest.approx_extra_tokens)
+    warnings = [
+        r.RetrievalWarning("failed_procedure", f"procedure {p.procedure_id} was recorded from a failed session; verify each step")
+        for p in procedures if p.outcome == "failure"
+    ]
+    page = r.Page(
+        retrieval_id=retrieval.id, retrieval_policy_version=retrieval.policy_version,
+        relevant_total=retrieval.relevant_total, catalog_truncated=retrieval.catalog_truncated,
+        memories=memories, procedures=procedures, more_available=more, continue_from=cursor,
+        accessible_field=accessible, warnings=warnings,
+    )
+    return ServedPage(page, [m["n"] for m in page_mems])
+
+
+def _expose(repo: Repository, retrieval_id: str, targets: list[tuple[str, str]]) -> None:
+    existing = repo.exposures([retrieval_id])
+    known = {(e.target_kind, e.target_id) for e in existing}
+    new = [t for t in targets if t not in known]
+    repo.insert_exposures(retrieval_id, new, start=len(existing))
+
+
+def _cursor(repo: Repository, retrieval_id: str, memory_offset: int, procedure_offset: int) -> str:
+    """Cursors are deterministic: one per catalog position, so a reread returns the same successor."""
+    row = repo.cursor_at(retrieval_id, memory_offset, procedure_offset)
+    if row is not None:
+        return row.id
+    cursor_id = new_cursor_id()
+    repo.insert_cursor(id=cursor_id, retrieval_id=retrieval_id, memory_offset=memory_offset, procedure_offset=procedure_offset)
+    return cursor_id
+
+
+def render_memories(repo: Repository, items: list[dict]) -> list[r.Memory]:
+    rows = repo.get_memories(i["n"] for i in items)
+    sessions = {}
+    out = []
+    for item in items:
+        row = rows[item["n"]]
+        shown, excerpt = cat.render_content(row.content)
+        prov = r.Provenance(
+            source_kind=row.source_kind,
+            source_event_id=event_id(row.source_event) if row.source_event else None,
+            redirected_from=item.get("redirected_from"),
+            excerpt=r.Excerpt(*excerpt) if excerpt else None,
+        )
+        if row.source_kind == "consolidated" and row.source_session_id:
+            if row.source_session_id not in sessions:
+                sessions[row.source_session_id] = repo.get_session_any(row.source_session_id)
+            s = sessions[row.source_session_id]
+            if s is not None:
+                prov.source_session_id = s.id
+                prov.source_goal = s.final_goal
+                prov.source_outcome = s.outcome
+                prov.source_verification_status = (s.verification or {}).get("status")
+        out.append(r.Memory(
+            memory_id=memory_id(row.number), content=shown, type=row.type, pathway=item["pathway"],
+            ranking=r.RankingSignals(item["relevance"], item["learned"], item["score"]), provenance=prov,
+        ))
+    return out
+
+
+def render_procedures(repo: Repository, tenant: str, items: list[dict]) -> list[r.Procedure]:
+    if not items:
+        return []
+    rows = {row.id: row for row in repo.procedures_with_sessions(tenant, ids=[i["id"] for i in items])}
+    out = []
+    for item in items:
+        row = rows[item["id"]]
+        verification = row.verification or {}
+        contributions = [
+            r.ProcedureContribution(
+                effect=c.effect or "unknown", contribution=c.contribution or "", recorded_at=c.recorded_at,
+                outcome=c.outcome if c.state != "open" and c.outcome else None,
+            )
+            for c in repo.procedure_contributions(row.id)
+        ]
+        counters = _counters(row)
+        out.append(r.Procedure(
+            procedure_id=row.id, goal=row.goal, summary=row.summary, context=row.context, steps=list(row.steps),
+            caveats=served_caveats(row.caveats, row.outcome), outcome=row.outcome,
+            outcome_summary=row.outcome_summary or "", verification_status=verification.get("status", "unspecified"),
+            created_at=row.created_at, evidence=r.ProcedureEvidence(**vars(counters)), contributions=contributions,
+            ranking=r.RankingSignals(item["relevance"], item["learned"], item["score"]),
+        ))
+    return out
+
+
+def cue_warnings(repo: Repository, tenant: str, scope: str, cue: Cue) -> list[r.RetrievalWarning]:
+    """`known_gap` for each open knowledge gap of the scope that the cue admits (spec 10.7)."""
+    warnings = []
+    for gap in repo.open_gaps(tenant, scope):
+        if admits(cue, text_relevance(cue, gap.text), gap.text):
+            warnings.append(r.RetrievalWarning("known_gap", f"known knowledge gap in this scope: {gap.text}"))
+    return warnings
+
+
+def fragmentation_warning(repo: Repository, tenant: str, scope: str) -> list[r.RetrievalWarning]:
+    key = fragmentation_key(scope)
+    return [
+        r.RetrievalWarning("scope_fragmentation", f"scope {scope!r} is empty, but {other!r} holds memories; did you mean it?")
+        for other in sorted(repo.scopes_with_active_memories(tenant))
+        if other != scope and fragmentation_key(other) == key
+    ]
+
+
+def evidence_records(repo: Repository, memory_numbers: list[int], full: bool) -> tuple[list[r.EvidenceRecord], bool]:
+    """Source events and the episodes containing them, for the first page's memories (spec 7.4)."""
+    events = repo.events_of_memories(memory_numbers)
+    by_memory: dict[int, list[Row]] = {}
+    for e in events:
+        by_memory.setdefault(e.memory_number, []).append(e)
+    episodes = repo.episodes_of_events([e.number for e in events])
+    by_event: dict[int, list[Row]] = {}
+    for ep in episodes:
+        by_event.setdefault(ep.event_number, []).append(ep)
+        if ep.previous_event_number is not None:
+            by_event.setdefault(ep.previous_event_number, []).append(ep)
+    all_events = repo.get_events(
+        [ep.event_number for ep in episodes] + [ep.previous_event_number for ep in episodes]
+    )
+    records: list[r.EvidenceRecord] = []
+    seen: set[str] = set()
+    for n in memory_numbers:
+        for e in by_memory.get(n, []):
+            _add(records, seen, event_id(e.number), "event", e.recorded_at, e.occurred_at, e.content, full)
+            for ep in by_event.get(e.number, []):
+                text = "\n".join(
+                    all_events[x].content for x in (ep.previous_event_number, ep.event_number) if x in all_events
+                )
+                _add(records, seen, episode_id(ep.number), "episode", ep.created_at, None, text, full)
+    return records[:EVIDENCE_LIMIT], len(records) > EVIDENCE_LIMIT
+
+
+def _add(records: list, seen: set, eid: str, kind: str, recorded_at, occurred_at, text: str, full: bool) -> None:  # noqa: ANN001
+    if eid in seen:
+        return
+    seen.add(eid)
+    content, truncated = None, False
+    if full:
+        content, truncated = text[:EVIDENCE_CONTENT_CHARS], len(text) > EVIDENCE_CONTENT_CHARS
+    records.append(r.EvidenceRecord(eid, kind, recorded_at, occurred_at, content, truncated))
+

@@ -1,0 +1,1 @@
+"""Storage: SQLAlchemy tables, the repository (the only place with SQL), transactions, migrations."""

@@ -1,0 +1,417 @@
+"""The repository: every SQL statement of the service, behind named methods.
+
+One Repository wraps one open transaction (see Database.transaction). Row-lock requests
+(`lock=True`) become SELECT … FOR UPDATE where the backend has row locks; SQLite's transactions
+already hold the database write lock from their first statement.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row, and_, func, insert, or_, select, text, update
+
+from slowave.domain.text import normalize_claim
+from slowave.storage import tables as t
+
+
+def claim_hash(content: str) -> str:
+    return hashlib.sha256(normalize_claim(content).encode("utf-8")).hexdigest()
+
+
+
+class Repository:
+    def __init__(self, connection: Connection, dialect: str) -> None:
+        self.conn = connection
+        self.dialect = dialect
+
+    def _one(self, stmt, lock: bool = False) -> Row | None:  # noqa: ANN001
+        if lock and self.dialect != "sqlite":
+            stmt = stmt.with_for_update()
+        return self.conn.execute(stmt).first()
+
+    def _insert(self, table, **values: Any) -> Any:  # noqa: ANN001
+        result = self.conn.execute(insert(table).values(**values))
+        return result.inserted_primary_key[0]
+
+    # ---------------------------------------------------------------- sessions
+
+    def insert_session(self, **values: Any) -> None:
+        self._insert(t.sessions, **values)
+
+    def get_session(self, tenant: str, session_id: str, *, lock: bool = False) -> Row | None:
+        s = t.sessions
+        return self._one(select(s).where(s.c.id == session_id, s.c.tenant == tenant), lock)
+
+    def get_session_any(self, session_id: str) -> Row | None:
+        """A session by id whatever its tenant (provenance of memories the caller already sees)."""
+        return self._one(select(t.sessions).where(t.sessions.c.id == session_id))
+
+    def update_session(self, session_id: str, **values: Any) -> None:
+        self.conn.execute(update(t.sessions).where(t.sessions.c.id == session_id).values(**values))
+
+    def touch_session(self, session_id: str, now: datetime, *, recall: bool = False) -> None:
+        """Activity of an open session (spec 2.3); a Recall also counts as a recall call."""
+        s = t.sessions
+        values: dict[str, Any] = {"last_activity_at": now}
+        if recall:
+            values["recall_calls"] = s.c.recall_calls + 1
+        self.conn.execute(update(s).where(s.c.id == session_id, s.c.state == "open").values(**values))
+
+    def add_session_events(self, session_id: str, count: int) -> None:
+        s = t.sessions
+        self.conn.execute(update(s).where(s.c.id == session_id).values(session_events=s.c.session_events + count))
+
+    def list_sessions(self, tenant: str | None, state: str | None, limit: int) -> list[Row]:
+        s = t.sessions
+        stmt = select(s).order_by(s.c.started_at.desc()).limit(limit)
+        if tenant:
+            stmt = stmt.where(s.c.tenant == tenant)
+        if state:
+            stmt = stmt.where(s.c.state == state)
+        return list(self.conn.execute(stmt))
+
+    def idle_open_sessions(self, cutoff: datetime, limit: int) -> list[Row]:
+        """Open sessions idle since before `cutoff`, locked so each is reaped by one replica only."""
+        s = t.sessions
+        stmt = (
+            select(s)
+            .where(s.c.state == "open", s.c.last_activity_at < cutoff)
+            .order_by(s.c.last_activity_at)
+            .limit(limit)
+        )
+        if self.dialect != "sqlite":
+            stmt = stmt.with_for_update(skip_locked=True)
+        return list(self.conn.execute(stmt))
+
+    def count_open_sessions(self) -> int:
+        s = t.sessions
+        return self.conn.execute(select(func.count()).select_from(s).where(s.c.state == "open")).scalar_one()
+
+    # ---------------------------------------------------------------- continuity
+
+    def get_continuity(self, tenant: str, token: str) -> Row | None:
+        c = t.continuity_tokens
+        return self._one(select(c).where(c.c.id == token, c.c.tenant == tenant))
+
+    def insert_continuity(self, **values: Any) -> None:
+        self._insert(t.continuity_tokens, **values)
+
+    def touch_continuity(self, token: str, now: datetime) -> None:
+        c = t.continuity_tokens
+        self.conn.execute(update(c).where(c.c.id == token).values(last_seen_at=now))
+
+    # ---------------------------------------------------------------- memories
+
+    def scope_has_active_memory(self, tenant: str, scope: str) -> bool:
+        m = t.memories
+        stmt = select(m.c.number).where(m.c.tenant == tenant, m.c.scope == scope, m.c.status == "active").limit(1)
+        return self.conn.execute(stmt).first() is not None
+
+    def scopes_with_active_memories(self, tenant: str) -> list[str]:
+        m = t.memories
+        stmt = select(m.c.scope).where(m.c.tenant == tenant, m.c.status == "active").distinct()
+        return [r.scope for r in self.conn.execute(stmt)]
+
+    def find_active_claim(self, tenant: str, scope: str, type_: str, content: str) -> Row | None:
+        m = t.memories
+        stmt = select(m).where(
+            m.c.tenant == tenant, m.c.scope == scope, m.c.type == type_,
+            m.c.content_hash == claim_hash(content), m.c.status == "active",
+        ).order_by(m.c.number).limit(1)
+        return self._one(stmt, lock=True)
+
+    def insert_memory(self, *, tenant: str, scope: str, type_: str, content: str, source_kind: str,
+                      source_session_id: str | None, now: datetime) -> int:
+        number = self._insert(
+            t.memories, tenant=tenant, scope=scope, type=type_, content=content,
+            content_norm=normalize_claim(content), content_hash=claim_hash(content), status="active", learned_units=0,
+            source_kind=source_kind, source_session_id=source_session_id, created_at=now,
+        )
+        if self.dialect == "sqlite":
+            self.conn.execute(text("INSERT INTO memories_fts(rowid, content) VALUES (:n, :c)"), {"n": number, "c": content})
+        return number
+
+    def set_memory_source_event(self, number: int, event_number: int) -> None:
+        m = t.memories
+        self.conn.execute(update(m).where(m.c.number == number, m.c.source_event.is_(None)).values(source_event=event_number))
+
+    def get_memory(self, tenant: str, number: int, *, lock: bool = False) -> Row | None:
+        m = t.memories
+        return self._one(select(m).where(m.c.number == number, m.c.tenant == tenant), lock)
+
+    def get_memories(self, numbers: Iterable[int]) -> dict[int, Row]:
+        m = t.memories
+        nums = list(set(numbers))
+        if not nums:
+            return {}
+        return {r.number: r for r in self.conn.execute(select(m).where(m.c.number.in_(nums)))}
+
+    def retire_memory(self, number: int, *, stale_reason: str, superseded_by: int | None, now: datetime) -> None:
+        m = t.memories
+        self.conn.execute(
+            update(m).where(m.c.number == number, m.c.status == "active")
+            .values(status="retired", stale_reason=stale_reason, superseded_by=superseded_by, retired_at=now)
+        )
+
+    def add_learned_units(self, number: int, delta: int) -> None:
+        m = t.memories
+        self.conn.execute(update(m).where(m.c.number == number).values(learned_units=m.c.learned_units + delta))
+
+    def lexical_matches(self, tenant: str, scope: str, match_query: str, limit: int) -> list[Row]:
+        """Memories of the scope matching the full-text query, best bm25 first.
+
+        Active memories, plus memories retired as superseded (their replacements stand in).
+        Returns rows (number, content, rank) where rank is bm25 (lower is better).
+        """
+        stmt = text(
+            """
+            SELECT m.number AS number, m.content AS content, bm25(memories_fts) AS rank
+            FROM memories_fts JOIN memories m ON m.number = memories_fts.rowid
+            WHERE memories_fts MATCH :q AND m.tenant = :tenant AND m.scope = :scope
+              AND (m.status = 'active' OR m.stale_reason = 'superseded')
+            ORDER BY rank LIMIT :limit
+            """
+        )
+        return list(self.conn.execute(stmt, {"q": match_query, "tenant": tenant, "scope": scope, "limit": limit}))
+
+    def contained_matches(self, tenant: str, scope: str, match_query: str, cues: Sequence[str]) -> list[Row]:
+        """Memories whose normalised content occurs in one of the normalised cues (admission floor).
+
+        `cues` are already normalised. The full-text match keeps this index-driven: a contained
+        memory shares the cue's words.
+        """
+        floor = " OR ".join(f"instr(:cue{i}, m.content_norm) > 0" for i in range(len(cues)))
+        stmt = text(
+            f"""
+            SELECT m.number AS number, m.content AS content
+            FROM memories_fts JOIN memories m ON m.number = memories_fts.rowid
+            WHERE memories_fts MATCH :q AND m.tenant = :tenant AND m.scope = :scope
+              AND (m.status = 'active' OR m.stale_reason = 'superseded')
+              AND length(m.content_norm) <= :maxlen AND ({floor})
+            """
+        )
+        params = {"q": match_query, "tenant": tenant, "scope": scope, "maxlen": max(len(c) for c in cues)}
+        params.update({f"cue{i}": c for i, c in enumerate(cues)})
+        return list(self.conn.execute(stmt, params))
+
+    # ---------------------------------------------------------------- source events and episodes
+
+    def insert_source_event(self, **values: Any) -> int:
+        return self._insert(t.source_events, **values)
+
+    def session_source_events(self, session_id: str, kind: str | None = None) -> list[Row]:
+        e = t.source_events
+        stmt = select(e).where(e.c.session_id == session_id).order_by(e.c.number)
+        if kind:
+            stmt = stmt.where(e.c.kind == kind)
+        return list(self.conn.execute(stmt))
+
+    def events_of_memories(self, numbers: Sequence[int]) -> list[Row]:
+        e = t.source_events
+        if not numbers:
+            return []
+        return list(self.conn.execute(select(e).where(e.c.memory_number.in_(list(numbers))).order_by(e.c.number)))
+
+    def get_events(self, numbers: Iterable[int]) -> dict[int, Row]:
+        e = t.source_events
+        nums = [n for n in set(numbers) if n is not None]
+        if not nums:
+            return {}
+        return {r.number: r for r in self.conn.execute(select(e).where(e.c.number.in_(nums)))}
+
+    def insert_episode(self, **values: Any) -> int:
+        return self._insert(t.episodes, **values)
+
+    def episodes_of_events(self, numbers: Sequence[int]) -> list[Row]:
+        ep = t.episodes
+        if not numbers:
+            return []
+        nums = list(numbers)
+        stmt = select(ep).where(or_(ep.c.event_number.in_(nums), ep.c.previous_event_number.in_(nums))).order_by(ep.c.number)
+        return list(self.conn.execute(stmt))
+
+    # ---------------------------------------------------------------- procedures
+
+    def get_procedure(self, tenant: str, procedure_id: str, *, lock: bool = False) -> Row | None:
+        p = t.procedures
+        return self._one(select(p).where(p.c.id == procedure_id, p.c.tenant == tenant), lock)
+
+    def insert_procedure(self, **values: Any) -> None:
+        self._insert(t.procedures, **values)
+
+    def update_procedure(self, procedure_id: str, **values: Any) -> None:
+        self.conn.execute(update(t.procedures).where(t.procedures.c.id == procedure_id).values(**values))
+
+    def procedures_with_sessions(self, tenant: str, scope: str | None = None, ids: Sequence[str] | None = None) -> list[Row]:
+        """Procedures joined with their source session's current outcome metadata."""
+        p, s = t.procedures, t.sessions
+        stmt = select(
+            p, s.c.outcome, s.c.outcome_summary, s.c.verification, s.c.task.label("session_task")
+        ).join(s, s.c.id == p.c.session_id).where(p.c.tenant == tenant)
+        if scope is not None:
+            stmt = stmt.where(p.c.scope == scope)
+        if ids is not None:
+            stmt = stmt.where(p.c.id.in_(list(ids)))
+        return list(self.conn.execute(stmt))
+
+    def procedure_contributions(self, procedure_id: str, limit: int = 3) -> list[Row]:
+        f, s = t.feedback_rows, t.sessions
+        stmt = (
+            select(f.c.effect, f.c.contribution, f.c.recorded_at, s.c.state, s.c.outcome)
+            .join(s, s.c.id == f.c.session_id)
+            .where(f.c.target_kind == "procedure", f.c.target_id == procedure_id, f.c.effective.is_(True), f.c.use == "used")
+            .order_by(f.c.seq.desc())
+            .limit(limit)
+        )
+        return list(self.conn.execute(stmt))
+
+    # ---------------------------------------------------------------- retrievals, exposures, cursors
+
+    def insert_retrieval(self, **values: Any) -> None:
+        self._insert(t.retrievals, **values)
+
+    def get_retrieval(self, tenant: str, retrieval_id: str, *, lock: bool = False) -> Row | None:
+        r = t.retrievals
+        return self._one(select(r).where(r.c.id == retrieval_id, r.c.tenant == tenant), lock)
+
+    def session_retrievals(self, session_id: str) -> list[Row]:
+        r = t.retrievals
+        stmt = select(r.c.id, r.c.number).where(r.c.session_id == session_id).order_by(r.c.number)
+        return list(self.conn.execute(stmt))
+
+    def insert_exposures(self, retrieval_id: str, targets: Sequence[tuple[str, str]], start: int) -> None:
+        if targets:
+            self.conn.execute(insert(t.exposures), [
+                {"retrieval_id": retrieval_id, "target_kind": k, "target_id": i, "position": start + n, "covered": False}
+                for n, (k, i) in enumerate(targets)
+            ])
+
+    def exposures(self, retrieval_ids: Sequence[str]) -> list[Row]:
+        x = t.exposures
+        if not retrieval_ids:
+            return []
+        stmt = select(x).where(x.c.retrieval_id.in_(list(retrieval_ids))).order_by(x.c.retrieval_id, x.c.position)
+        return list(self.conn.execute(stmt))
+
+    def mark_exposure(self, retrieval_id: str, kind: str, target_id: str, **values: Any) -> None:
+        x = t.exposures
+        self.conn.execute(update(x).where(
+            x.c.retrieval_id == retrieval_id, x.c.target_kind == kind, x.c.target_id == target_id
+        ).values(**values))
+
+    def get_cursor(self, cursor_id: str) -> Row | None:
+        c = t.cursors
+        return self._one(select(c).where(c.c.id == cursor_id))
+
+    def cursor_at(self, retrieval_id: str, memory_offset: int, procedure_offset: int) -> Row | None:
+        c = t.cursors
+        return self._one(select(c).where(
+            c.c.retrieval_id == retrieval_id, c.c.memory_offset == memory_offset, c.c.procedure_offset == procedure_offset
+        ))
+
+    def insert_cursor(self, **values: Any) -> None:
+        self._insert(t.cursors, **values)
+
+    # ---------------------------------------------------------------- the feedback ledger
+
+    def append_feedback_row(self, **values: Any) -> int:
+        return self._insert(t.feedback_rows, **values)
+
+    def last_accepted_seq(self, retrieval_id: str, kind: str, target_id: str) -> int | None:
+        f = t.feedback_rows
+        stmt = select(func.max(f.c.seq)).where(
+            f.c.retrieval_id == retrieval_id, f.c.target_kind == kind, f.c.target_id == target_id, f.c.accepted.is_(True)
+        )
+        return self.conn.execute(stmt).scalar_one()
+
+    def ledger_rows(self, retrieval_id: str | None = None) -> list[Row]:
+        f = t.feedback_rows
+        stmt = select(f).order_by(f.c.seq)
+        if retrieval_id:
+            stmt = stmt.where(f.c.retrieval_id == retrieval_id)
+        return list(self.conn.execute(stmt))
+
+    # ---------------------------------------------------------------- knowledge gaps
+
+    def record_gap(self, tenant: str, scope: str, text_: str, now: datetime) -> None:
+        g = t.knowledge_gaps
+        h = claim_hash(text_)
+        row = self._one(select(g).where(g.c.tenant == tenant, g.c.scope == scope, g.c.text_hash == h), lock=True)
+        if row is None:
+            self._insert(g, tenant=tenant, scope=scope, text_hash=h, text=text_, occurrences=1, open=True,
+                         first_seen_at=now, last_seen_at=now)
+        else:
+            self.conn.execute(update(g).where(g.c.id == row.id).values(
+                occurrences=g.c.occurrences + 1, open=True, last_seen_at=now, text=text_))
+
+    def open_gaps(self, tenant: str, scope: str) -> list[Row]:
+        g = t.knowledge_gaps
+        stmt = select(g).where(g.c.tenant == tenant, g.c.scope == scope, g.c.open.is_(True)).order_by(g.c.last_seen_at.desc(), g.c.id.desc())
+        return list(self.conn.execute(stmt))
+
+    def close_gaps(self, ids: Sequence[int]) -> None:
+        g = t.knowledge_gaps
+        if ids:
+            self.conn.execute(update(g).where(g.c.id.in_(list(ids))).values(open=False))
+
+    def list_gaps(self, tenant: str | None, scope: str | None, include_closed: bool = False) -> list[Row]:
+        g = t.knowledge_gaps
+        stmt = select(g).order_by(g.c.last_seen_at.desc(), g.c.id.desc())
+        if tenant:
+            stmt = stmt.where(g.c.tenant == tenant)
+        if scope:
+            stmt = stmt.where(g.c.scope == scope)
+        if not include_closed:
+            stmt = stmt.where(g.c.open.is_(True))
+        return list(self.conn.execute(stmt))
+
+    # ---------------------------------------------------------------- consolidation
+
+    def enqueue_consolidation(self, tenant: str, session_id: str, now: datetime) -> None:
+        self._insert(t.consolidation_queue, tenant=tenant, session_id=session_id, enqueued_at=now)
+
+    def next_consolidation(self) -> Row | None:
+        q = t.consolidation_queue
+        stmt = select(q).where(q.c.done_at.is_(None)).order_by(q.c.id).limit(1)
+        if self.dialect != "sqlite":
+            stmt = stmt.with_for_update(skip_locked=True)
+        return self.conn.execute(stmt).first()
+
+    def finish_consolidation(self, entry_id: int, now: datetime) -> None:
+        q = t.consolidation_queue
+        self.conn.execute(update(q).where(q.c.id == entry_id).values(done_at=now))
+
+    def session_links(self, session_id: str) -> list[Row]:
+        lk = t.session_memory_links
+        return list(self.conn.execute(select(lk).where(lk.c.session_id == session_id)))
+
+    def link_session_memory(self, session_id: str, memory_number: int, *, created: bool, summary_hash: str) -> None:
+        lk = t.session_memory_links
+        existing = self._one(select(lk).where(lk.c.session_id == session_id, lk.c.memory_number == memory_number))
+        if existing is None:
+            self._insert(lk, session_id=session_id, memory_number=memory_number,
+                         created_by_session=created, summary_hash=summary_hash)
+
+    def unlink_session_memory(self, session_id: str, memory_number: int) -> None:
+        lk = t.session_memory_links
+        self.conn.execute(lk.delete().where(and_(lk.c.session_id == session_id, lk.c.memory_number == memory_number)))
+
+    def memory_link_count(self, memory_number: int) -> int:
+        lk = t.session_memory_links
+        return self.conn.execute(select(func.count()).select_from(lk).where(lk.c.memory_number == memory_number)).scalar_one()
+
+    def memory_has_remembered_source(self, memory_number: int) -> bool:
+        e = t.source_events
+        stmt = select(e.c.number).where(e.c.memory_number == memory_number, e.c.kind == "claim").limit(1)
+        return self.conn.execute(stmt).first() is not None
+
+    # ---------------------------------------------------------------- observation (admin, tests)
+
+    def table_counts(self) -> dict[str, int]:
+        return {
+            name: self.conn.execute(select(func.count()).select_from(table)).scalar_one()
+            for name, table in t.metadata.tables.items()
+        }

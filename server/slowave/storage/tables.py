@@ -1,0 +1,264 @@
+"""The schema, as SQLAlchemy Core tables. Alembic migrations (storage/migrations) create it.
+
+Memories and the feedback ledger are the truth; learned units and procedure evidence counters are
+projections of the ledger kept under row locks; the full-text index is a projection of memories.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.types import TypeDecorator
+
+
+class UtcDateTime(TypeDecorator):
+    """Timezone-aware UTC datetimes on every backend (SQLite stores them naive)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect):  # noqa: ANN001
+        if value is None:
+            return None
+        return value.astimezone(timezone.utc) if dialect.name != "sqlite" else value.astimezone(timezone.utc).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect):  # noqa: ANN001
+        if value is None:
+            return None
+        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+metadata = MetaData()
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("tenant", String(64), nullable=False),
+    Column("scope", String(256), nullable=False),
+    Column("task", Text, nullable=False),
+    Column("initial_goal", Text, nullable=False),
+    Column("task_context", JSON, nullable=False),
+    Column("continuity_id", String(128)),
+    Column("state", String(16), nullable=False),  # open | closed | reaped
+    Column("feedback_status", String(16), nullable=False),  # pending | complete | incomplete
+    Column("started_at", UtcDateTime, nullable=False),
+    Column("last_activity_at", UtcDateTime, nullable=False),
+    Column("ended_at", UtcDateTime),
+    Column("final_goal", Text),
+    Column("outcome", String(16)),
+    Column("outcome_summary", Text),
+    Column("verification", JSON),
+    Column("recall_calls", Integer, nullable=False, default=0),
+    Column("session_events", Integer, nullable=False, default=0),
+    Column("completion_recorded", Boolean, nullable=False, default=False),
+    Column("trajectory_stored", Integer),  # number of stored entries; NULL = no trajectory stored
+    Column("procedure_id", String(80)),
+    Index("ix_sessions_state_activity", "state", "last_activity_at"),
+    Index("ix_sessions_tenant_scope", "tenant", "scope"),
+)
+
+continuity_tokens = Table(
+    "continuity_tokens",
+    metadata,
+    Column("id", String(128), primary_key=True),
+    Column("tenant", String(64), nullable=False),
+    Column("scope", String(256), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("last_seen_at", UtcDateTime, nullable=False),
+)
+
+memories = Table(
+    "memories",
+    metadata,
+    Column("number", Integer, primary_key=True, autoincrement=True),
+    Column("tenant", String(64), nullable=False),
+    Column("scope", String(256), nullable=False),
+    Column("type", String(32), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("content_norm", Text, nullable=False),  # normalised as in spec 6.3 (admission floor)
+    Column("content_hash", String(64), nullable=False),  # sha256 of content_norm (duplicate claims)
+    Column("status", String(16), nullable=False),  # active | retired
+    Column("stale_reason", String(32)),
+    Column("superseded_by", Integer),
+    Column("retired_at", UtcDateTime),
+    Column("learned_units", Integer, nullable=False, default=0),
+    Column("source_kind", String(32), nullable=False),  # explicit_remember | consolidated
+    Column("source_event", Integer),
+    Column("source_session_id", String(64)),
+    Column("created_at", UtcDateTime, nullable=False),
+    Index("ix_memories_claim", "tenant", "scope", "type", "content_hash"),
+    Index("ix_memories_scope_status", "tenant", "scope", "status"),
+)
+
+source_events = Table(
+    "source_events",
+    metadata,
+    Column("number", Integer, primary_key=True, autoincrement=True),
+    Column("tenant", String(64), nullable=False),
+    Column("session_id", String(64), nullable=False),
+    Column("kind", String(16), nullable=False),  # claim | trajectory
+    Column("memory_number", Integer),
+    Column("content", Text, nullable=False),
+    Column("occurred_at", UtcDateTime),
+    Column("recorded_at", UtcDateTime, nullable=False),
+    Column("position", Integer),  # trajectory entries: 0-based position in the stored trajectory
+    Column("entry_kind", String(16)),
+    Column("entry_status", String(16)),
+    Index("ix_source_events_session", "session_id", "number"),
+    Index("ix_source_events_memory", "memory_number"),
+)
+
+episodes = Table(
+    "episodes",
+    metadata,
+    Column("number", Integer, primary_key=True, autoincrement=True),
+    Column("tenant", String(64), nullable=False),
+    Column("session_id", String(64), nullable=False),
+    Column("event_number", Integer, nullable=False),
+    Column("previous_event_number", Integer),
+    Column("created_at", UtcDateTime, nullable=False),
+    Index("ix_episodes_event", "event_number"),
+    Index("ix_episodes_previous", "previous_event_number"),
+)
+
+session_memory_links = Table(
+    "session_memory_links",
+    metadata,
+    Column("session_id", String(64), primary_key=True),
+    Column("memory_number", Integer, primary_key=True),
+    Column("created_by_session", Boolean, nullable=False, default=False),
+    Column("summary_hash", String(64), nullable=False),
+)
+
+procedures = Table(
+    "procedures",
+    metadata,
+    Column("id", String(80), primary_key=True),
+    Column("tenant", String(64), nullable=False),
+    Column("scope", String(256), nullable=False),
+    Column("session_id", String(64), nullable=False),
+    Column("goal", Text, nullable=False),
+    Column("summary", Text, nullable=False),
+    Column("context", JSON, nullable=False),
+    Column("steps", JSON, nullable=False),
+    Column("caveats", JSON, nullable=False),
+    Column("applicability_text", Text, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    *(Column(f"ev_{name}", Integer, nullable=False, default=0)
+      for name in ("used", "not_used", "unassessable", "helped", "no_effect", "harmed", "unknown")),
+    Index("ix_procedures_scope", "tenant", "scope"),
+)
+
+retrievals = Table(
+    "retrievals",
+    metadata,
+    Column("number", Integer, primary_key=True, autoincrement=True),  # creation order
+    Column("id", String(64), nullable=False, unique=True),
+    Column("tenant", String(64), nullable=False),
+    Column("session_id", String(64), nullable=False),
+    Column("kind", String(16), nullable=False),  # activation | recall
+    Column("scope", String(256), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("page_size", Integer, nullable=False),
+    Column("policy_version", String(128), nullable=False),
+    Column("relevant_total", Integer, nullable=False),
+    Column("catalog_truncated", Boolean, nullable=False),
+    Column("catalog", JSON, nullable=False),
+    Index("ix_retrievals_session", "session_id", "number"),
+)
+
+cursors = Table(
+    "cursors",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("retrieval_id", String(64), ForeignKey("retrievals.id"), nullable=False),
+    Column("memory_offset", Integer, nullable=False),
+    Column("procedure_offset", Integer, nullable=False),
+    UniqueConstraint("retrieval_id", "memory_offset", "procedure_offset", name="uq_cursor_position"),
+)
+
+exposures = Table(
+    "exposures",
+    metadata,
+    Column("retrieval_id", String(64), ForeignKey("retrievals.id"), primary_key=True),
+    Column("target_kind", String(16), primary_key=True),  # memory | procedure
+    Column("target_id", String(80), primary_key=True),
+    Column("position", Integer, nullable=False),  # exposure order within the retrieval
+    Column("covered", Boolean, nullable=False, default=False),  # has an accepted row
+    Column("effective_seq", Integer),  # ledger seq of the pair's first accepted explicit row
+)
+
+feedback_rows = Table(
+    "feedback_rows",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),  # ledger order
+    Column("event_id", String(64), nullable=False, unique=True),
+    Column("tenant", String(64), nullable=False),
+    Column("retrieval_id", String(64), nullable=False),
+    Column("session_id", String(64), nullable=False),
+    Column("target_kind", String(16), nullable=False),  # memory | procedure | retrieval
+    Column("target_id", String(256), nullable=False),
+    Column("accepted", Boolean, nullable=False),
+    Column("implicit", Boolean, nullable=False, default=False),
+    Column("effective", Boolean, nullable=False, default=False),
+    Column("service_authored", Boolean, nullable=False, default=False),
+    Column("rejection_reason", String(64)),
+    Column("rejection_field", String(64)),
+    Column("assessment", String(32)),
+    Column("stale_reason", String(32)),
+    Column("replacement_memory_id", String(256)),
+    Column("reason", Text),
+    Column("relevance", String(32)),
+    Column("effect", String(32)),
+    Column("use", String(32)),
+    Column("contribution", Text),
+    Column("requested_coverage", String(16)),
+    Column("retrieval_quality", Text),
+    Column("missing", JSON),
+    Column("previous_accepted_seq", Integer),
+    Column("recorded_at", UtcDateTime, nullable=False),
+    Index("ix_feedback_rows_pair", "retrieval_id", "target_kind", "target_id"),
+    Index("ix_feedback_rows_target", "target_kind", "target_id", "effective"),
+)
+
+knowledge_gaps = Table(
+    "knowledge_gaps",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("tenant", String(64), nullable=False),
+    Column("scope", String(256), nullable=False),
+    Column("text_hash", String(64), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("occurrences", Integer, nullable=False),
+    Column("open", Boolean, nullable=False),
+    Column("first_seen_at", UtcDateTime, nullable=False),
+    Column("last_seen_at", UtcDateTime, nullable=False),
+    UniqueConstraint("tenant", "scope", "text_hash", name="uq_gap_text"),
+)
+
+consolidation_queue = Table(
+    "consolidation_queue",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("tenant", String(64), nullable=False),
+    Column("session_id", String(64), nullable=False),
+    Column("enqueued_at", UtcDateTime, nullable=False),
+    Column("done_at", UtcDateTime),
+    Index("ix_consolidation_pending", "done_at", "id"),
+)
+
