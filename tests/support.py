@@ -1,0 +1,190 @@
+"""Test helpers: a real server on a free loopback port, stubs, status details, database counts."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from slowave.api.app import RunningServer, start_server
+from slowave.config import RetrievalLimits, Settings
+from slowave.service.consolidation import consolidate_pending
+from slowave.v1 import errors_pb2
+from slowave.v1 import memory_service_pb2 as pb
+from slowave.v1 import memory_service_pb2_grpc as pb_grpc
+from slowave.v1 import resources_pb2 as res
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def new_scope(prefix: str = "project") -> str:
+    return f"{prefix}:t-{uuid.uuid4().hex[:12]}"
+
+
+@dataclass
+class Server:
+    """A running server plus a stub connected to it."""
+
+    running: RunningServer
+    database_url: str
+    channel: grpc.Channel = field(init=False)
+    stub: pb_grpc.MemoryServiceStub = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.running.port}")
+        self.stub = pb_grpc.MemoryServiceStub(self.channel)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.running.port}"
+
+    def counts(self) -> dict[str, int]:
+        """Row counts of every table: a rejected request must leave them unchanged."""
+        with self.running.ctx.db.transaction() as repo:
+            return repo.table_counts()
+
+    def snapshot(self) -> dict[str, Any]:
+        """Row counts plus the ledger and every session row: evidence that nothing was written.
+
+        Queued background consolidation is drained first, so only the request under test can
+        change the picture between two snapshots.
+        """
+        consolidate_pending(self.running.ctx)
+        with self.running.ctx.db.transaction() as repo:
+            return {"counts": repo.table_counts(), "ledger": [tuple(r) for r in repo.ledger_rows()],
+                    "sessions": [tuple(r) for r in repo.list_sessions(None, None, 10_000)]}
+
+    def consolidate(self) -> int:
+        return consolidate_pending(self.running.ctx)
+
+    def admin(self, *args: str) -> str:
+        env = {**os.environ, "SLOWAVE_DATABASE_URL": self.database_url}
+        out = subprocess.run([sys.executable, "-m", "slowave.admin", *args], env=env, capture_output=True,
+                             text=True, timeout=120, check=True)
+        return out.stdout
+
+    def stop(self) -> None:
+        self.channel.close()
+        self.running.stop(grace=5)
+
+
+def start_test_server(tmp_path: Path, **overrides: Any) -> Server:
+    url = overrides.pop("database_url", None) or f"sqlite:///{tmp_path / 'slowave.db'}"
+    settings = Settings(listen_addr="127.0.0.1:0", database_url=url, metrics_addr="127.0.0.1:0",
+                        consolidation_poll_seconds=0.2, **overrides)
+    return Server(start_server(settings), url)
+
+
+# ---------------------------------------------------------------------------------------- errors
+
+
+@dataclass
+class ErrorDetails:
+    code: grpc.StatusCode
+    message: str
+    reason: str | None = None
+    domain: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    violations: list[tuple[str, str]] = field(default_factory=list)  # (field, description)
+    outstanding: list[errors_pb2.OutstandingRetrieval] = field(default_factory=list)
+    has_error_info: bool = False
+
+    @property
+    def paths(self) -> list[str]:
+        return [f for f, _ in self.violations]
+
+
+def details_of(err: grpc.RpcError) -> ErrorDetails:
+    d = ErrorDetails(err.code(), err.details())
+    status = rpc_status.from_call(err)
+    if status is None:
+        return d
+    for any_ in status.details:
+        if any_.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            any_.Unpack(info)
+            d.reason, d.domain, d.metadata, d.has_error_info = info.reason, info.domain, dict(info.metadata), True
+        elif any_.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            any_.Unpack(bad)
+            d.violations = [(v.field, v.description) for v in bad.field_violations]
+        elif any_.Is(errors_pb2.IncompleteFeedback.DESCRIPTOR):
+            inc = errors_pb2.IncompleteFeedback()
+            any_.Unpack(inc)
+            d.outstanding = list(inc.outstanding)
+    return d
+
+
+def expect_error(call: Callable[[], Any]) -> ErrorDetails:
+    try:
+        call()
+    except grpc.RpcError as err:
+        return details_of(err)
+    raise AssertionError("the call succeeded but an error was expected")
+
+
+# ---------------------------------------------------------------------------------------- requests
+
+
+def activate(stub: pb_grpc.MemoryServiceStub, scope: str, task: str = "Investigate the build", **kw: Any) -> pb.ActivateResponse:
+    kw.setdefault("initial_goal", "Investigate")
+    return stub.Activate(pb.ActivateRequest(task=task, scope=scope, **kw), timeout=30)
+
+
+def remember(stub: pb_grpc.MemoryServiceStub, session_id: str, scope: str, content: str,
+             type_: int = res.MEMORY_TYPE_FACT) -> pb.RememberResult:
+    return stub.Remember(pb.RememberRequest(session_id=session_id, scope=scope, content=content, type=type_), timeout=30).memory
+
+
+def seed_memories(stub: pb_grpc.MemoryServiceStub, scope: str, contents: list[str], type_: int = res.MEMORY_TYPE_FACT) -> list[str]:
+    """Stores claims through a throwaway session (closed afterwards); returns their ids."""
+    a = activate(stub, scope, task="seeding memories", initial_goal="seed")
+    ids = [remember(stub, a.session_id, scope, c, type_).memory_id for c in contents]
+    assess_all(stub, a)
+    commit(stub, a.session_id)
+    return ids
+
+
+def used(memory_id: str, **kw: Any) -> pb.MemoryFeedbackEntry:
+    return pb.MemoryFeedbackEntry(memory_id=memory_id, assessment=pb.MEMORY_ASSESSMENT_USED, **kw)
+
+
+def assess_all(stub: pb_grpc.MemoryServiceStub, response: Any) -> None:
+    """Covers everything a retrieval response exposed (complete coverage, all implicit)."""
+    stub.Feedback(pb.FeedbackRequest(retrieval_id=response.retrieval_id, coverage=pb.COVERAGE_COMPLETE), timeout=30)
+
+
+def commit_request(session_id: str, **kw: Any) -> pb.CommitRequest:
+    kw.setdefault("final_goal", "Finish the task")
+    kw.setdefault("outcome", res.OUTCOME_SUCCESS)
+    kw.setdefault("outcome_summary", f"Task {uuid.uuid4().hex[:8]} finished.")
+    kw.setdefault("verification", pb.Verification(status=res.VERIFICATION_STATUS_VERIFIED, summary="Tests passed."))
+    return pb.CommitRequest(session_id=session_id, **kw)
+
+
+def commit(stub: pb_grpc.MemoryServiceStub, session_id: str, **kw: Any) -> pb.CommitResponse:
+    return stub.Commit(commit_request(session_id, **kw), timeout=30)
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.1, what: str = "condition") -> Any:
+    """Polls with a generous deadline (never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+__all__ = ["RetrievalLimits", "pb", "res"]
