@@ -114,8 +114,8 @@ def main() -> None:
     settings = Settings.from_env()
     running = start_server(settings)
     log.info(
-        "slowave serving %s on port %d (database %s, metrics %s, idle timeout %ss, retrieval policy %s)",
-        SERVICE_NAME, running.port, settings.database_url.split("@")[-1], settings.metrics_addr or "off",
+        "slowave serving %s on port %d (database %s, metrics port %s, idle timeout %ss, retrieval policy %s)",
+        SERVICE_NAME, running.port, settings.database_url.split("@")[-1], running.metrics_port or "off",
         settings.session_idle_timeout, RETRIEVAL_POLICY_VERSION,
     )
     done = threading.Event()
