@@ -67,7 +67,9 @@ def bm25_strength(rank: float | None) -> float:
 
 
 def memory_relevance(cue: Cue, content: str, rank: float | None) -> float:
-    return precise(_COVERAGE_WEIGHT * coverage(cue.token_set, content) + _BM25_WEIGHT * bm25_strength(rank))
+    # A cue that contains the whole claim covers all of it, whatever its word breaks.
+    covered = 1.0 if cue.contains(content) else coverage(cue.token_set, content)
+    return precise(_COVERAGE_WEIGHT * covered + _BM25_WEIGHT * bm25_strength(rank))
 
 
 def text_relevance(cue: Cue, *texts: str) -> float:

@@ -36,13 +36,11 @@ class _Candidate:
 
 def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limits: RetrievalLimits) -> list[_Candidate]:
     query = cue.fts_query()
-    if query is None:
-        return []
     ranks: dict[int, float | None] = {}
     contents: dict[int, str] = {}
-    for row in repo.lexical_matches(tenant, scope, query, limits.lexical_candidates):
+    for row in repo.lexical_matches(tenant, scope, query, limits.lexical_candidates) if query else []:
         ranks[row.number], contents[row.number] = row.rank, row.content
-    for row in repo.contained_matches(tenant, scope, query, cue.normalized_parts):
+    for row in repo.contained_matches(tenant, scope, cue.normalized_parts):
         ranks.setdefault(row.number, None)
         contents[row.number] = row.content
     admitted = {

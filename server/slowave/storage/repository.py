@@ -17,6 +17,18 @@ from slowave.domain.text import normalize_claim
 from slowave.storage import tables as t
 
 
+CONTENT_KEY_CHARS = 8
+
+
+def content_key(normalized: str) -> str | None:
+    return normalized[:CONTENT_KEY_CHARS] if len(normalized) >= CONTENT_KEY_CHARS else None
+
+
+def cue_keys(normalized_cues: Sequence[str]) -> list[str]:
+    """Every key a memory contained in one of the cues can have: each substring of key length."""
+    return sorted({c[i:i + CONTENT_KEY_CHARS] for c in normalized_cues for i in range(len(c) - CONTENT_KEY_CHARS + 1)})
+
+
 def claim_hash(content: str) -> str:
     return hashlib.sha256(normalize_claim(content).encode("utf-8")).hexdigest()
 
@@ -125,9 +137,10 @@ class Repository:
 
     def insert_memory(self, *, tenant: str, scope: str, type_: str, content: str, source_kind: str,
                       source_session_id: str | None, now: datetime) -> int:
+        norm = normalize_claim(content)
         number = self._insert(
             t.memories, tenant=tenant, scope=scope, type=type_, content=content,
-            content_norm=normalize_claim(content), content_hash=claim_hash(content), status="active", learned_units=0,
+            content_norm=norm, content_hash=claim_hash(content), content_key=content_key(norm), status="active", learned_units=0,
             source_kind=source_kind, source_session_id=source_session_id, created_at=now,
         )
         if self.dialect == "sqlite":
@@ -177,25 +190,25 @@ class Repository:
         )
         return list(self.conn.execute(stmt, {"q": match_query, "tenant": tenant, "scope": scope, "limit": limit}))
 
-    def contained_matches(self, tenant: str, scope: str, match_query: str, cues: Sequence[str]) -> list[Row]:
+    def contained_matches(self, tenant: str, scope: str, cues: Sequence[str]) -> list[Row]:
         """Memories whose normalised content occurs in one of the normalised cues (admission floor).
 
-        `cues` are already normalised. The full-text match keeps this index-driven: a contained
-        memory shares the cue's words.
+        Index-driven: a contained memory's key (its first characters) is a substring of the cue, so
+        only memories whose key is among the cue's substrings — or whose text is shorter than a
+        key — are compared.
         """
-        floor = " OR ".join(f"instr(:cue{i}, m.content_norm) > 0" for i in range(len(cues)))
-        stmt = text(
-            f"""
-            SELECT m.number AS number, m.content AS content
-            FROM memories_fts JOIN memories m ON m.number = memories_fts.rowid
-            WHERE memories_fts MATCH :q AND m.tenant = :tenant AND m.scope = :scope
-              AND (m.status = 'active' OR m.stale_reason = 'superseded')
-              AND length(m.content_norm) <= :maxlen AND ({floor})
-            """
+        m = t.memories
+        position = func.strpos if self.dialect == "postgresql" else func.instr
+        contained = or_(*(position(cue, m.c.content_norm) > 0 for cue in cues))
+        base = select(m.c.number, m.c.content).where(
+            m.c.tenant == tenant, m.c.scope == scope, or_(m.c.status == "active", m.c.stale_reason == "superseded"),
+            contained,
         )
-        params = {"q": match_query, "tenant": tenant, "scope": scope, "maxlen": max(len(c) for c in cues)}
-        params.update({f"cue{i}": c for i, c in enumerate(cues)})
-        return list(self.conn.execute(stmt, params))
+        keys = cue_keys(cues)
+        rows = list(self.conn.execute(base.where(m.c.content_key.is_(None))))
+        for i in range(0, len(keys), 500):
+            rows += self.conn.execute(base.where(m.c.content_key.in_(keys[i:i + 500])))
+        return rows
 
     # ---------------------------------------------------------------- source events and episodes
 

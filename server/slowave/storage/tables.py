@@ -91,6 +91,9 @@ memories = Table(
     Column("content", Text, nullable=False),
     Column("content_norm", Text, nullable=False),  # normalised as in spec 6.3 (admission floor)
     Column("content_hash", String(64), nullable=False),  # sha256 of content_norm (duplicate claims)
+    # First CONTENT_KEY_CHARS characters of content_norm (NULL when shorter): finds the memories
+    # whose whole text occurs inside a cue through an index, whatever the script or word breaks.
+    Column("content_key", String(32)),
     Column("status", String(16), nullable=False),  # active | retired
     Column("stale_reason", String(32)),
     Column("superseded_by", Integer),
@@ -102,6 +105,7 @@ memories = Table(
     Column("created_at", UtcDateTime, nullable=False),
     Index("ix_memories_claim", "tenant", "scope", "type", "content_hash"),
     Index("ix_memories_scope_status", "tenant", "scope", "status"),
+    Index("ix_memories_content_key", "tenant", "scope", "content_key"),
 )
 
 source_events = Table(

@@ -103,6 +103,7 @@ def upgrade() -> None:
     sa.Column('content', sa.Text(), nullable=False),
     sa.Column('content_norm', sa.Text(), nullable=False),
     sa.Column('content_hash', sa.String(length=64), nullable=False),
+    sa.Column('content_key', sa.String(length=32), nullable=True),
     sa.Column('status', sa.String(length=16), nullable=False),
     sa.Column('stale_reason', sa.String(length=32), nullable=True),
     sa.Column('superseded_by', sa.Integer(), nullable=True),
@@ -117,6 +118,7 @@ def upgrade() -> None:
     with op.batch_alter_table('memories', schema=None) as batch_op:
         batch_op.create_index('ix_memories_claim', ['tenant', 'scope', 'type', 'content_hash'], unique=False)
         batch_op.create_index('ix_memories_scope_status', ['tenant', 'scope', 'status'], unique=False)
+        batch_op.create_index('ix_memories_content_key', ['tenant', 'scope', 'content_key'], unique=False)
 
     op.create_table('procedures',
     sa.Column('id', sa.String(length=80), nullable=False),
