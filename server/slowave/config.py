@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,13 +19,12 @@ def _default_database_url() -> str:
 
 def parse_idle_timeout(raw: str | None) -> int:
     """Seconds; an unparsable value means the default (with a warning); <= 0 disables the reaper."""
-    if raw is None or not raw.strip():
+    if raw is None:
         return DEFAULT_IDLE_TIMEOUT
-    try:
-        return int(raw.strip())
-    except ValueError:
+    if not re.fullmatch(r"[+-]?[0-9]+", raw.strip()):
         log.warning("SLOWAVE_SESSION_IDLE_TIMEOUT=%r is not an integer; using %d", raw, DEFAULT_IDLE_TIMEOUT)
         return DEFAULT_IDLE_TIMEOUT
+    return int(raw.strip())
 
 
 @dataclass(frozen=True)
