@@ -80,7 +80,7 @@ class Server:
 def start_test_server(tmp_path: Path, **overrides: Any) -> Server:
     url = overrides.pop("database_url", None) or f"sqlite:///{tmp_path / 'slowave.db'}"
     settings = Settings(listen_addr="127.0.0.1:0", database_url=url, metrics_addr="127.0.0.1:0",
-                        consolidation_poll_seconds=0.2, **overrides)
+                        consolidation_poll_seconds=0.2, gauge_refresh_seconds=0.2, **overrides)
     return Server(start_server(settings), url)
 
 

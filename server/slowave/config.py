@@ -57,6 +57,8 @@ class Settings:
     """On SIGTERM, in-flight RPCs get this long to finish."""
     consolidation_poll_seconds: float = 1.0
     """How often the background consolidator looks for queued sessions."""
+    gauge_refresh_seconds: float = 5.0
+    """How often database-derived gauges (open sessions) are refreshed."""
     tenant: str = "local"
     """The single local tenant (API keys map callers to tenants in a later version)."""
     limits: RetrievalLimits = field(default_factory=RetrievalLimits)

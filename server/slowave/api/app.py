@@ -49,6 +49,7 @@ class RunningServer:
     health: health.HealthServicer
     reaper: Reaper
     consolidator: Consolidator
+    gauges: GaugeRefresher
     metrics_port: int | None = None
     _metrics_http: object | None = None
 
@@ -58,6 +59,7 @@ class RunningServer:
         self.server.stop(grace if grace is not None else self.ctx.settings.shutdown_grace_seconds).wait()
         self.reaper.stop()
         self.consolidator.stop()
+        self.gauges.stop()
         if self._metrics_http is not None:
             self._metrics_http.shutdown()  # type: ignore[attr-defined]
         self.ctx.db.dispose()
@@ -68,7 +70,6 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
     db.migrate()
     ctx = ServiceContext(db=db, settings=settings, clock=clock or SystemClock())
     metrics = Metrics()
-    metrics.watch_open_sessions(lambda: _count_open(ctx))
     consolidator = Consolidator(ctx)
     reaper = Reaper(ctx, on_reaped=metrics.reaped.inc)
 
@@ -94,19 +95,39 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     reaper.start()
     consolidator.start()
-    running = RunningServer(server, port, ctx, metrics, health_servicer, reaper, consolidator)
+    gauges = GaugeRefresher(ctx, metrics, settings.gauge_refresh_seconds)
+    gauges.start()
+    running = RunningServer(server, port, ctx, metrics, health_servicer, reaper, consolidator, gauges)
     if settings.metrics_addr:
         running._metrics_http = metrics.serve(settings.metrics_addr)
         running.metrics_port = running._metrics_http.server_port  # type: ignore[attr-defined]
     return running
 
 
-def _count_open(ctx: ServiceContext) -> int:
-    try:
-        with ctx.db.transaction() as repo:
-            return repo.count_open_sessions()
-    except Exception:  # noqa: BLE001 - a scrape must not fail because the database is down
-        return -1
+class GaugeRefresher:
+    """Refreshes database-derived gauges in the background, so a scrape never waits on the database."""
+
+    def __init__(self, ctx: ServiceContext, metrics: Metrics, interval: float = 5.0) -> None:
+        self.ctx, self.metrics, self.interval = ctx, metrics, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="slowave-gauges", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                with self.ctx.db.transaction() as repo:
+                    self.metrics.open_sessions.set(repo.count_open_sessions())
+            except Exception:  # noqa: BLE001 - the next refresh tries again
+                log.debug("gauge refresh failed", exc_info=True)
+            if self._stop.wait(self.interval):
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
 
 
 def main() -> None:

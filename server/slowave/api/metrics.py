@@ -7,7 +7,6 @@ session or memory id (cardinality stays bounded).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -48,9 +47,6 @@ class Metrics:
                                   ("disposition",), registry=r)
         self.refused = Counter("slowave_requests_refused_total", "Requests refused as a whole, by ErrorInfo reason.",
                                ("reason",), registry=r)
-
-    def watch_open_sessions(self, count: Callable[[], int]) -> None:
-        self.open_sessions.set_function(count)
 
     def serve(self, addr: str) -> Any:
         host, _, port = addr.rpartition(":")

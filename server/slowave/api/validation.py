@@ -120,7 +120,8 @@ def remember_command(req: pb.RememberRequest) -> RememberCommand:
     batch = len(req.memories) > 0
     claims: list = []
     if scalar and batch:
-        v += [Violation(f, "the scalar fields and `memories` are exclusive") for f in ("content", "type") if _has(req, f)]
+        # Spec 6.1: "Both → a violation on each of `content` and `type`".
+        v += [Violation(f, "the scalar fields and `memories` are exclusive") for f in ("content", "type")]
     elif not scalar and not batch:
         v.append(Violation("", "either `content` and `type` or `memories` is required"))
     elif scalar:
