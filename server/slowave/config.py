@@ -37,6 +37,7 @@ class RetrievalLimits:
     memory_page_budget_bytes: int = 12 * 1024
     procedure_page_budget_bytes: int = 24 * 1024
     lexical_candidates: int = 200
+    semantic_candidates: int = 100
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ class Settings:
     """How often the background consolidator looks for queued sessions."""
     gauge_refresh_seconds: float = 5.0
     """How often database-derived gauges (open sessions) are refreshed."""
+    semantic: bool = False
+    """Hybrid retrieval with the sentence-embedding channel (needs the [semantic] extra)."""
     tenant: str = "local"
     """The single local tenant (API keys map callers to tenants in a later version)."""
     limits: RetrievalLimits = field(default_factory=RetrievalLimits)
@@ -79,6 +82,8 @@ class Settings:
         if "SLOWAVE_METRICS_ADDR" in env:
             kwargs["metrics_addr"] = env["SLOWAVE_METRICS_ADDR"]
         kwargs["session_idle_timeout"] = parse_idle_timeout(env.get("SLOWAVE_SESSION_IDLE_TIMEOUT"))
+        if env.get("SLOWAVE_SEMANTIC"):
+            kwargs["semantic"] = env["SLOWAVE_SEMANTIC"].strip().lower() in ("1", "on", "true", "yes")
         if env.get("SLOWAVE_MAX_WORKERS"):
             kwargs["max_workers"] = int(env["SLOWAVE_MAX_WORKERS"])
         if env.get("SLOWAVE_MAX_CONCURRENT_RPCS"):

@@ -16,10 +16,11 @@ from slowave.api.metrics import Metrics, MetricsInterceptor
 from slowave.api.servicer import MemoryServicer
 from slowave.clock import Clock, SystemClock
 from slowave.config import Settings
-from slowave.domain.learning import RETRIEVAL_POLICY_VERSION
+from slowave.embedding import load_semantic_channel
 from slowave.service.consolidation import Consolidator
 from slowave.service.context import ServiceContext
 from slowave.service.reaper import Reaper
+from slowave.service.retrieval import policy_version
 from slowave.storage.database import Database
 from slowave.v1 import memory_service_pb2 as pb
 
@@ -68,7 +69,8 @@ class RunningServer:
 def start_server(settings: Settings, clock: Clock | None = None) -> RunningServer:
     db = Database(settings.database_url)
     db.migrate()
-    ctx = ServiceContext(db=db, settings=settings, clock=clock or SystemClock())
+    ctx = ServiceContext(db=db, settings=settings, clock=clock or SystemClock(),
+                         semantic=load_semantic_channel(settings.semantic))
     metrics = Metrics()
     consolidator = Consolidator(ctx)
     reaper = Reaper(ctx, on_reaped=metrics.reaped.inc)
@@ -137,7 +139,7 @@ def main() -> None:
     log.info(
         "slowave serving %s on port %d (database %s, metrics port %s, idle timeout %ss, retrieval policy %s)",
         SERVICE_NAME, running.port, settings.database_url.split("@")[-1], running.metrics_port or "off",
-        settings.session_idle_timeout, RETRIEVAL_POLICY_VERSION,
+        settings.session_idle_timeout, policy_version(running.ctx.semantic),
     )
     done = threading.Event()
 

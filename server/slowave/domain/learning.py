@@ -19,7 +19,7 @@ PROCEDURE_OUTCOME_TERMS = {
 PROCEDURE_FAILURE_TERM = -0.03
 
 # A change of any constant above must change this label (spec 12.1).
-RETRIEVAL_POLICY_VERSION = "lexical-fts.v1+learned(step=0.05,bound=0.25)"
+RETRIEVAL_POLICY_VERSION = "v2+learned(step=0.05,bound=0.25)"
 
 CAUTIONARY_CAVEAT = (
     "Cautionary evidence: this procedure was recorded from a session whose outcome was failure; "

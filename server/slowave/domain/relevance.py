@@ -46,10 +46,9 @@ class Cue:
         needle = normalize_claim(text)
         return bool(needle) and any(needle in part for part in self.normalized_parts)
 
-    def fts_query(self, limit: int = 1024) -> str | None:
-        """An OR query over the cue's distinct words, each quoted (no query-syntax injection)."""
-        words = sorted(self.token_set)[:limit]
-        return " OR ".join(f'"{w}"' for w in words) if words else None
+    @property
+    def text(self) -> str:
+        return f"{self.primary}\n{self.semantic}" if self.semantic else self.primary
 
 
 def coverage(cue_tokens: frozenset[str], text: str) -> float:
@@ -75,6 +74,40 @@ def memory_relevance(cue: Cue, content: str, rank: float | None) -> float:
 def text_relevance(cue: Cue, *texts: str) -> float:
     """Relevance without an index score (procedures, gaps): the best coverage among the texts."""
     return precise(max((coverage(cue.token_set, t) for t in texts if t), default=0.0))
+
+
+SEMANTIC_FLOOR_COSINE = 0.15
+SEMANTIC_SPAN = 0.7
+LEXICAL_WEIGHT_HYBRID = 0.5
+
+
+def semantic_strength(cosine: float) -> float:
+    """Maps a cosine similarity into [0, 1]: below the floor nothing, then linear up to 1."""
+    return max(0.0, min(1.0, (cosine - SEMANTIC_FLOOR_COSINE) / SEMANTIC_SPAN))
+
+
+def fused_relevance(lexical: float, cosine: float | None) -> float:
+    """Hybrid relevance: a convex blend of the channels, so exact words still decide between
+    claims that mean nearly the same thing, and paraphrases are found without shared words."""
+    if cosine is None:
+        return lexical
+    return precise(LEXICAL_WEIGHT_HYBRID * lexical + (1 - LEXICAL_WEIGHT_HYBRID) * semantic_strength(cosine))
+
+
+def specific_terms(terms: frozenset[str], doc_counts: dict[str, int], total: int,
+                   max_share: float = 0.05, min_docs: int = 100, keep: int = 3) -> list[str]:
+    """The cue words worth asking the full-text index for.
+
+    Words in more than `max_share` of all documents (and more than `min_docs`) would make the index
+    score most of a large store for little ranking value, so they are left out of the index query
+    (relevance still counts them); if every word is that common, the `keep` rarest are asked.
+    """
+    present = [t for t in terms if doc_counts.get(t, 0) > 0]
+    limit = max(min_docs, max_share * total)
+    chosen = [t for t in present if doc_counts[t] <= limit]
+    if not chosen:
+        chosen = sorted(present, key=lambda t: (doc_counts[t], t))[:keep]
+    return sorted(chosen)
 
 
 def admits(cue: Cue, relevance: float, text: str) -> bool:

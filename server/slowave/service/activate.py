@@ -12,8 +12,10 @@ from slowave.service.retrieval import build_catalog, cue_warnings, fragmentation
 
 def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> r.ActivateResponse:
     """All-or-nothing: a failed Activate leaves no session, retrieval, catalog or token behind."""
-    now = ctx.clock.now()
     limits = ctx.settings.limits
+    cue = Cue(cmd.task, cmd.semantic_context)
+    query_vector = ctx.semantic.embed_query(cue.text) if ctx.semantic else None  # never inside a transaction
+    now = ctx.clock.now()
     with ctx.db.transaction() as repo:
         if cmd.continuity_id is not None:
             token = repo.get_continuity(tenant, cmd.continuity_id)
@@ -35,12 +37,11 @@ def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> r.Activa
             started_at=now, last_activity_at=now, recall_calls=0, session_events=1,  # the activation event
             completion_recorded=False,
         )
-        cue = Cue(cmd.task, cmd.semantic_context)
-        catalog = build_catalog(repo, tenant, cmd.scope, cue, cmd.task_context, limits)
+        catalog = build_catalog(repo, tenant, cmd.scope, cue, cmd.task_context, limits, ctx.semantic, query_vector)
         retrieval_id = new_activation_id()
         repo.insert_retrieval(
             id=retrieval_id, tenant=tenant, session_id=session_id, kind="activation", scope=cmd.scope,
-            created_at=now, page_size=cmd.page_size, policy_version=policy_version(),
+            created_at=now, page_size=cmd.page_size, policy_version=policy_version(ctx.semantic),
             relevant_total=catalog["relevant_total"], catalog_truncated=catalog["truncated"], catalog=catalog,
         )
         retrieval = repo.get_retrieval(tenant, retrieval_id)

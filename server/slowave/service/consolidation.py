@@ -25,13 +25,13 @@ def consolidate_pending(ctx: ServiceContext, limit: int | None = None) -> int:
             entry = repo.next_consolidation()
             if entry is None:
                 return done
-            consolidate_session(repo, entry.tenant, entry.session_id, ctx.clock.now())
+            consolidate_session(repo, entry.tenant, entry.session_id, ctx.clock.now(), ctx.semantic)
             repo.finish_consolidation(entry.id, ctx.clock.now())
         done += 1
     return done
 
 
-def consolidate_session(repo: Repository, tenant: str, session_id: str, now) -> None:  # noqa: ANN001
+def consolidate_session(repo: Repository, tenant: str, session_id: str, now, semantic=None) -> None:  # noqa: ANN001
     session = repo.get_session(tenant, session_id, lock=True)
     if session is None or not session.outcome_summary:
         return  # a reaped session without an outcome summary yields no derived memory
@@ -44,6 +44,8 @@ def consolidate_session(repo: Repository, tenant: str, session_id: str, now) -> 
         number = repo.insert_memory(tenant=tenant, scope=session.scope, type_="lesson", content=summary,
                                     source_kind="consolidated", source_session_id=session.id, now=now)
         created = True
+        if semantic is not None:  # background work: embedding inside its transaction is acceptable here
+            repo.insert_vector(number, tenant, session.scope, semantic.encoder.encoder_id, semantic.embed([summary])[0])
     repo.link_session_memory(session.id, number, created=created, summary_hash=summary_hash)
     close_answered_gaps(repo, tenant, session.scope, summary)
     for link in repo.session_links(session.id):

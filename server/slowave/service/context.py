@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from slowave.clock import Clock, SystemClock
 from slowave.config import Settings
 from slowave.storage.database import Database
+
+if TYPE_CHECKING:
+    from slowave.embedding import SemanticChannel
 
 
 @dataclass
@@ -13,3 +17,5 @@ class ServiceContext:
     db: Database
     settings: Settings = field(default_factory=Settings)
     clock: Clock = field(default_factory=SystemClock)
+    semantic: "SemanticChannel | None" = None
+    """The optional embedding channel; None means lexical-only retrieval."""

@@ -13,8 +13,10 @@ from slowave.service.sessions import open_session_in_scope
 
 
 def recall(ctx: ServiceContext, tenant: str, cmd: RecallCommand) -> r.RecallResponse:
-    now = ctx.clock.now()
     limits = ctx.settings.limits
+    cue = Cue(cmd.query, cmd.semantic_context) if cmd.query is not None else None
+    query_vector = ctx.semantic.embed_query(cue.text) if ctx.semantic and cue else None  # outside the transaction
+    now = ctx.clock.now()
     refusal: DomainError | None
     with ctx.db.transaction() as repo:
         session, refusal = open_session_in_scope(repo, tenant, cmd.session_id, cmd.scope, now, recall=True)
@@ -27,7 +29,6 @@ def recall(ctx: ServiceContext, tenant: str, cmd: RecallCommand) -> r.RecallResp
                 served = serve_page(repo, tenant, retrieval, cursor.memory_offset, cursor.procedure_offset, limits)
                 return _response(session.id, served.page, [], "references", False, served.page.warnings)
         if refusal is None:
-            assert cmd.query is not None
             context = session.task_context
             if cmd.task_context is not None:
                 violations: list = []
@@ -37,12 +38,12 @@ def recall(ctx: ServiceContext, tenant: str, cmd: RecallCommand) -> r.RecallResp
                 else:
                     repo.update_session(session.id, task_context=context)
         if refusal is None:
-            cue = Cue(cmd.query, cmd.semantic_context)
-            catalog = build_catalog(repo, tenant, session.scope, cue, context, limits)
+            assert cue is not None
+            catalog = build_catalog(repo, tenant, session.scope, cue, context, limits, ctx.semantic, query_vector)
             retrieval_id = new_recall_id()
             repo.insert_retrieval(
                 id=retrieval_id, tenant=tenant, session_id=session.id, kind="recall", scope=session.scope,
-                created_at=now, page_size=cmd.page_size, policy_version=policy_version(),
+                created_at=now, page_size=cmd.page_size, policy_version=policy_version(ctx.semantic),
                 relevant_total=catalog["relevant_total"], catalog_truncated=catalog["truncated"], catalog=catalog,
             )
             repo.add_session_events(session.id, 1)  # the recall event

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from slowave.domain.learning import ProcedureEvidence
+
 
 @dataclass
 class RankingSignals:
@@ -39,17 +41,6 @@ class Memory:
     pathway: str
     ranking: RankingSignals
     provenance: Provenance
-
-
-@dataclass
-class ProcedureEvidence:
-    used: int = 0
-    not_used: int = 0
-    unassessable: int = 0
-    helped: int = 0
-    no_effect: int = 0
-    harmed: int = 0
-    unknown: int = 0
 
 
 @dataclass

@@ -6,6 +6,7 @@ from it and what it serves joins the retrieval's exposure set (spec 5.4, 10.1).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Row
 
@@ -15,11 +16,14 @@ from slowave.domain.identifiers import episode_id, event_id, memory_id, new_curs
 from slowave.domain.learning import RETRIEVAL_POLICY_VERSION, memory_learned, precise, procedure_learned
 from slowave.domain.learning import ProcedureEvidence as EvidenceCounters
 from slowave.domain.procedure_capture import served_caveats
-from slowave.domain.relevance import Cue, admits, memory_relevance, text_relevance
+from slowave.domain.relevance import Cue, admits, fused_relevance, memory_relevance, specific_terms, text_relevance
 from slowave.domain.scope import fragmentation_key
 from slowave.domain.structs import contexts_match
 from slowave.service import results as r
 from slowave.storage.repository import Repository
+
+if TYPE_CHECKING:
+    from slowave.embedding import SemanticChannel
 
 MAX_REDIRECT_HOPS = 8
 EVIDENCE_LIMIT = 8
@@ -34,19 +38,33 @@ class _Candidate:
     redirected_from: int | None = None
 
 
-def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limits: RetrievalLimits) -> list[_Candidate]:
-    query = cue.fts_query()
+def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limits: RetrievalLimits,
+                       semantic: SemanticChannel | None, query_vector: Any) -> list[_Candidate]:
+    """Candidates from the full-text index (always), the containment floor, and — when enabled —
+    the semantic channel; each scored by (fused) relevance and admitted on threshold or floor."""
+    doc_counts, total = repo.term_statistics(sorted(cue.token_set))
+    terms = specific_terms(cue.token_set, doc_counts, total)
     ranks: dict[int, float | None] = {}
     contents: dict[int, str] = {}
-    for row in repo.lexical_matches(tenant, scope, query, limits.lexical_candidates) if query else []:
+    for row in repo.lexical_matches(tenant, scope, terms, limits.lexical_candidates) if terms else []:
         ranks[row.number], contents[row.number] = row.rank, row.content
     for row in repo.contained_matches(tenant, scope, cue.normalized_parts):
         ranks.setdefault(row.number, None)
         contents[row.number] = row.content
-    admitted = {
-        n: rel for n in ranks
-        if admits(cue, rel := memory_relevance(cue, contents[n], ranks[n]), contents[n])
-    }
+    cosines: dict[int, float] = {}
+    if semantic is not None and query_vector is not None:
+        cosines = semantic.index.similarities(repo, tenant, scope, query_vector, list(ranks), limits.semantic_candidates)
+        missing = [n for n in cosines if n not in contents]
+        for row in repo.get_memories(missing).values():
+            if row.status == "active" or row.stale_reason == "superseded":
+                ranks.setdefault(row.number, None)
+                contents[row.number] = row.content
+    admitted = {}
+    for n in ranks:
+        lexical = memory_relevance(cue, contents[n], ranks[n])
+        rel = fused_relevance(lexical, cosines.get(n, -1.0) if semantic is not None else None)
+        if admits(cue, rel, contents[n]):
+            admitted[n] = rel
     rows = repo.get_memories(admitted)
     direct: dict[int, _Candidate] = {}
     redirects: list[_Candidate] = []
@@ -81,10 +99,11 @@ def _follow_supersession(repo: Repository, tenant: str, row: Row) -> int | None:
 
 
 def build_catalog(
-    repo: Repository, tenant: str, scope: str, cue: Cue, task_context: dict, limits: RetrievalLimits
+    repo: Repository, tenant: str, scope: str, cue: Cue, task_context: dict, limits: RetrievalLimits,
+    semantic: SemanticChannel | None = None, query_vector: Any = None,
 ) -> dict:
     """Ranks the admitted candidates and freezes them (at most 50 memories, 9 procedures)."""
-    candidates = _admitted_memories(repo, tenant, scope, cue, limits)
+    candidates = _admitted_memories(repo, tenant, scope, cue, limits, semantic, query_vector)
     rows = repo.get_memories(c.number for c in candidates)
     ranked = []
     for c in candidates:
@@ -132,8 +151,9 @@ def _counters(row: Row) -> EvidenceCounters:
     )
 
 
-def policy_version() -> str:
-    return RETRIEVAL_POLICY_VERSION
+def policy_version(semantic: SemanticChannel | None) -> str:
+    channels = f"hybrid(fts5,{semantic.label})" if semantic is not None else "lexical(fts5)"
+    return f"{channels}.{RETRIEVAL_POLICY_VERSION}"
 
 
 @dataclass
@@ -244,7 +264,7 @@ def render_procedures(repo: Repository, tenant: str, items: list[dict]) -> list[
             procedure_id=row.id, goal=row.goal, summary=row.summary, context=row.context, steps=list(row.steps),
             caveats=served_caveats(row.caveats, row.outcome), outcome=row.outcome,
             outcome_summary=row.outcome_summary or "", verification_status=verification.get("status", "unspecified"),
-            created_at=row.created_at, evidence=r.ProcedureEvidence(**vars(counters)), contributions=contributions,
+            created_at=row.created_at, evidence=counters, contributions=contributions,
             ranking=r.RankingSignals(item["relevance"], item["learned"], item["score"]),
         ))
     return out

@@ -7,6 +7,7 @@ already hold the database write lock from their first statement.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -17,7 +18,12 @@ from slowave.domain.text import normalize_claim
 from slowave.storage import tables as t
 
 
-CONTENT_KEY_CHARS = 8
+CONTENT_KEY_CHARS = 16
+
+
+def scope_token(tenant: str, scope: str) -> str:
+    """The full-text index's token for a (tenant, scope): restricts a match to one store."""
+    return "scope" + hashlib.sha256(f"{tenant}\x1f{scope}".encode()).hexdigest()[:20]
 
 
 def content_key(normalized: str) -> str | None:
@@ -144,7 +150,8 @@ class Repository:
             source_kind=source_kind, source_session_id=source_session_id, created_at=now,
         )
         if self.dialect == "sqlite":
-            self.conn.execute(text("INSERT INTO memories_fts(rowid, content) VALUES (:n, :c)"), {"n": number, "c": content})
+            self.conn.execute(text("INSERT INTO memories_fts(rowid, content, scope_key) VALUES (:n, :c, :k)"),
+                              {"n": number, "c": content, "k": scope_token(tenant, scope)})
         return number
 
     def set_memory_source_event(self, number: int, event_number: int) -> None:
@@ -173,22 +180,36 @@ class Repository:
         m = t.memories
         self.conn.execute(update(m).where(m.c.number == number).values(learned_units=m.c.learned_units + delta))
 
-    def lexical_matches(self, tenant: str, scope: str, match_query: str, limit: int) -> list[Row]:
-        """Memories of the scope matching the full-text query, best bm25 first.
+    def term_statistics(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """Documents containing each term, and the number of documents (for term specificity)."""
+        if not terms:
+            return {}, 0
+        rows = self.conn.execute(
+            text("SELECT term, doc FROM memories_vocab WHERE term IN (SELECT value FROM json_each(:terms))"),
+            {"terms": json.dumps(list(terms))},
+        )
+        total = self.conn.execute(select(func.max(t.memories.c.number))).scalar_one() or 0
+        return {r.term: r.doc for r in rows}, total
+
+    def lexical_matches(self, tenant: str, scope: str, terms: Sequence[str], limit: int) -> list[Row]:
+        """Memories of the scope containing any of the terms, best bm25 first.
 
         Active memories, plus memories retired as superseded (their replacements stand in).
-        Returns rows (number, content, rank) where rank is bm25 (lower is better).
+        Returns rows (number, content, rank) where rank is bm25 (lower is better). Terms are
+        quoted, so nothing in a cue is read as query syntax.
         """
+        words = " OR ".join('"' + w.replace('"', '""') + '"' for w in terms)
+        match = f'scope_key : "{scope_token(tenant, scope)}" AND content : ({words})'
         stmt = text(
             """
-            SELECT m.number AS number, m.content AS content, bm25(memories_fts) AS rank
+            SELECT m.number AS number, m.content AS content, bm25(memories_fts, 1.0, 0.0) AS rank
             FROM memories_fts JOIN memories m ON m.number = memories_fts.rowid
             WHERE memories_fts MATCH :q AND m.tenant = :tenant AND m.scope = :scope
               AND (m.status = 'active' OR m.stale_reason = 'superseded')
             ORDER BY rank LIMIT :limit
             """
         )
-        return list(self.conn.execute(stmt, {"q": match_query, "tenant": tenant, "scope": scope, "limit": limit}))
+        return list(self.conn.execute(stmt, {"q": match, "tenant": tenant, "scope": scope, "limit": limit}))
 
     def contained_matches(self, tenant: str, scope: str, cues: Sequence[str]) -> list[Row]:
         """Memories whose normalised content occurs in one of the normalised cues (admission floor).
@@ -209,6 +230,23 @@ class Repository:
         for i in range(0, len(keys), 500):
             rows += self.conn.execute(base.where(m.c.content_key.in_(keys[i:i + 500])))
         return rows
+
+    # ---------------------------------------------------------------- memory vectors (semantic channel)
+
+    def insert_vector(self, number: int, tenant: str, scope: str, encoder_id: str, vector: bytes) -> None:
+        self._insert(t.memory_vectors, number=number, tenant=tenant, scope=scope, encoder_id=encoder_id, vector=vector)
+
+    def latest_vector_number(self, tenant: str, scope: str, encoder_id: str) -> int:
+        v = t.memory_vectors
+        stmt = select(func.max(v.c.number)).where(v.c.tenant == tenant, v.c.scope == scope, v.c.encoder_id == encoder_id)
+        return self.conn.execute(stmt).scalar_one() or 0
+
+    def vectors_after(self, tenant: str, scope: str, encoder_id: str, after: int) -> list[Row]:
+        v = t.memory_vectors
+        stmt = select(v.c.number, v.c.vector).where(
+            v.c.tenant == tenant, v.c.scope == scope, v.c.encoder_id == encoder_id, v.c.number > after
+        ).order_by(v.c.number)
+        return list(self.conn.execute(stmt))
 
     # ---------------------------------------------------------------- source events and episodes
 

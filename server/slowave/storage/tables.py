@@ -15,6 +15,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -106,6 +107,17 @@ memories = Table(
     Index("ix_memories_claim", "tenant", "scope", "type", "content_hash"),
     Index("ix_memories_scope_status", "tenant", "scope", "status"),
     Index("ix_memories_content_key", "tenant", "scope", "content_key"),
+)
+
+memory_vectors = Table(
+    "memory_vectors",
+    metadata,
+    Column("number", Integer, primary_key=True),
+    Column("encoder_id", String(128), primary_key=True),
+    Column("tenant", String(64), nullable=False),
+    Column("scope", String(256), nullable=False),
+    Column("vector", LargeBinary, nullable=False),  # float32, L2-normalised
+    Index("ix_memory_vectors_scope", "tenant", "scope", "encoder_id", "number"),
 )
 
 source_events = Table(
