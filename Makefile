@@ -6,20 +6,29 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test install lint-proto clean
+.PHONY: serve test install lint-proto clean bench-quality
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
 # Reinstalling regenerates the protobuf stubs (build hook), so they never go stale.
+# The test install includes the semantic channel; torch is pinned first to the CPU build this
+# machine kind keeps on disk (an unpinned resolve would fetch a multi-GB CUDA build).
+TORCH := torch==2.13.0
 $(STAMP): $(BIN)/python pyproject.toml $(shell find protos server -name '*.proto' -o -name '*.py' -path '*migrations*')
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q '$(TORCH)'
+	$(BIN)/pip install -q -e '.[test,semantic]'
 	touch $(STAMP)
+
+# `make serve` needs only the service itself.
+$(VENV)/.service: $(BIN)/python pyproject.toml $(shell find protos -name '*.proto')
+	$(BIN)/pip install -q -e .
+	touch $(VENV)/.service
 
 install: $(STAMP)
 
-serve: install
+serve: $(VENV)/.service
 	$(BIN)/slowave-server
 
 node_modules/.package-lock.json: package.json package-lock.json
@@ -30,6 +39,11 @@ lint-proto: node_modules/.package-lock.json
 
 test: install lint-proto
 	$(BIN)/python -m pytest
+
+# Retrieval-quality benchmark (full run, lexical and semantic): writes bench/results/quality.{md,png}.
+bench-quality: install
+	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/python bench/quality.py
 
 clean:
 	rm -rf $(VENV) node_modules data .pytest_cache

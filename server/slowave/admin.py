@@ -14,8 +14,13 @@ from slowave.service.context import ServiceContext
 from slowave.storage.database import Database
 
 
-def _ctx(settings: Settings) -> ServiceContext:
-    return ServiceContext(db=Database(settings.database_url), settings=settings)
+def _ctx(settings: Settings, semantic: bool = False) -> ServiceContext:
+    channel = None
+    if semantic:
+        from slowave.embedding import load_semantic_channel
+
+        channel = load_semantic_channel(True)
+    return ServiceContext(db=Database(settings.database_url), settings=settings, semantic=channel)
 
 
 def cmd_migrate(ctx: ServiceContext, _args: argparse.Namespace) -> None:
@@ -25,6 +30,26 @@ def cmd_migrate(ctx: ServiceContext, _args: argparse.Namespace) -> None:
 
 def cmd_consolidate(ctx: ServiceContext, _args: argparse.Namespace) -> None:
     print(f"consolidated: {consolidate_pending(ctx)}")
+
+
+def cmd_embed(ctx: ServiceContext, args: argparse.Namespace) -> None:
+    """Backfills vectors of memories stored while the semantic channel was off (or another encoder)."""
+    from slowave.embedding import load_semantic_channel
+
+    channel = load_semantic_channel(True)
+    assert channel is not None
+    done = 0
+    while True:
+        with ctx.db.transaction() as repo:
+            rows = repo.memories_without_vector(channel.encoder.encoder_id, args.batch)
+        if not rows:
+            break
+        vectors = channel.embed([r.content for r in rows])  # outside any transaction
+        with ctx.db.transaction() as repo:
+            for row, vector in zip(rows, vectors):
+                repo.insert_vector(row.number, row.tenant, row.scope, channel.encoder.encoder_id, vector)
+        done += len(rows)
+    print(f"embedded: {done}")
 
 
 def cmd_knowledge_gaps(ctx: ServiceContext, args: argparse.Namespace) -> None:
@@ -83,6 +108,9 @@ def main(argv: list[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("migrate", help="create or upgrade the schema").set_defaults(fn=cmd_migrate)
     sub.add_parser("consolidate", help="run queued consolidation now").set_defaults(fn=cmd_consolidate)
+    p = sub.add_parser("embed", help="backfill semantic vectors of memories that have none (needs [semantic])")
+    p.add_argument("--batch", type=int, default=256)
+    p.set_defaults(fn=cmd_embed)
     p = sub.add_parser("knowledge-gaps", help="open knowledge gaps, newest first")
     p.add_argument("--tenant", default="local")
     p.add_argument("--scope")
@@ -102,7 +130,8 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings.from_env()
     if args.database_url:
         settings = Settings(**{**settings.__dict__, "database_url": args.database_url})
-    ctx = _ctx(settings)
+    # Consolidated lessons get their vectors when the service runs with the semantic channel.
+    ctx = _ctx(settings, semantic=settings.semantic and args.command == "consolidate")
     try:
         if args.command != "migrate":
             ctx.db.migrate()

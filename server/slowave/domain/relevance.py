@@ -78,7 +78,6 @@ def text_relevance(cue: Cue, *texts: str) -> float:
 
 SEMANTIC_FLOOR_COSINE = 0.15
 SEMANTIC_SPAN = 0.7
-LEXICAL_WEIGHT_HYBRID = 0.5
 
 
 def semantic_strength(cosine: float) -> float:
@@ -87,11 +86,13 @@ def semantic_strength(cosine: float) -> float:
 
 
 def fused_relevance(lexical: float, cosine: float | None) -> float:
-    """Hybrid relevance: a convex blend of the channels, so exact words still decide between
-    claims that mean nearly the same thing, and paraphrases are found without shared words."""
+    """Hybrid relevance: the probabilistic OR of the channels' evidence, 1 − (1 − lex)(1 − sem).
+
+    A paraphrase with no shared word is found on meaning alone, and between two claims that mean
+    nearly the same thing the one whose exact words match the cue still ranks higher."""
     if cosine is None:
         return lexical
-    return precise(LEXICAL_WEIGHT_HYBRID * lexical + (1 - LEXICAL_WEIGHT_HYBRID) * semantic_strength(cosine))
+    return precise(1 - (1 - lexical) * (1 - semantic_strength(cosine)))
 
 
 def specific_terms(terms: frozenset[str], doc_counts: dict[str, int], total: int,

@@ -236,6 +236,12 @@ class Repository:
     def insert_vector(self, number: int, tenant: str, scope: str, encoder_id: str, vector: bytes) -> None:
         self._insert(t.memory_vectors, number=number, tenant=tenant, scope=scope, encoder_id=encoder_id, vector=vector)
 
+    def memories_without_vector(self, encoder_id: str, limit: int) -> list[Row]:
+        m, v = t.memories, t.memory_vectors
+        has = select(v.c.number).where(v.c.number == m.c.number, v.c.encoder_id == encoder_id).exists()
+        stmt = select(m.c.number, m.c.tenant, m.c.scope, m.c.content).where(~has).order_by(m.c.number).limit(limit)
+        return list(self.conn.execute(stmt))
+
     def latest_vector_number(self, tenant: str, scope: str, encoder_id: str) -> int:
         v = t.memory_vectors
         stmt = select(func.max(v.c.number)).where(v.c.tenant == tenant, v.c.scope == scope, v.c.encoder_id == encoder_id)
