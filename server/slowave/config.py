@@ -36,7 +36,7 @@ class RetrievalLimits:
     page_procedures: int = 3
     memory_page_budget_bytes: int = 12 * 1024
     procedure_page_budget_bytes: int = 24 * 1024
-    lexical_candidates: int = 200
+    lexical_candidates: int = 100
     semantic_candidates: int = 100
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 
 from slowave.domain.learning import precise
 from slowave.domain.text import normalize_claim
@@ -21,9 +22,21 @@ _TOKEN = re.compile(r"[^\W_]+")
 
 def tokens(text: str) -> list[str]:
     """Words as the full-text index sees them: letters and digits, lowercased, accents removed."""
-    folded = unicodedata.normalize("NFKD", text.casefold())
-    folded = "".join(ch for ch in folded if not unicodedata.combining(ch))
+    folded = text.casefold()
+    if not folded.isascii():
+        folded = "".join(ch for ch in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(ch))
     return _TOKEN.findall(folded)
+
+
+@lru_cache(maxsize=200_000)
+def word_set(text: str) -> frozenset[str]:
+    """Distinct words of a stored text. Stored texts never change, so they are cached by value."""
+    return frozenset(tokens(text))
+
+
+@lru_cache(maxsize=200_000)
+def normalized(text: str) -> str:
+    return normalize_claim(text)
 
 
 @dataclass(frozen=True)
@@ -33,17 +46,17 @@ class Cue:
     primary: str
     semantic: str | None = None
 
-    @property
+    @cached_property
     def normalized_parts(self) -> list[str]:
         return [normalize_claim(p) for p in (self.primary, self.semantic) if p]
 
-    @property
+    @cached_property
     def token_set(self) -> frozenset[str]:
         return frozenset(tokens(self.primary) + (tokens(self.semantic) if self.semantic else []))
 
     def contains(self, text: str) -> bool:
         """The admission floor: the item's normalised text occurs in the task/query or semantic context."""
-        needle = normalize_claim(text)
+        needle = normalized(text)
         return bool(needle) and any(needle in part for part in self.normalized_parts)
 
     @property
@@ -53,7 +66,7 @@ class Cue:
 
 def coverage(cue_tokens: frozenset[str], text: str) -> float:
     """Share of the item's distinct words that the cue contains."""
-    item = set(tokens(text))
+    item = word_set(text)
     return len(item & cue_tokens) / len(item) if item else 0.0
 
 
@@ -96,7 +109,7 @@ def fused_relevance(lexical: float, cosine: float | None) -> float:
 
 
 def specific_terms(terms: frozenset[str], doc_counts: dict[str, int], total: int,
-                   max_share: float = 0.05, min_docs: int = 100, keep: int = 3) -> list[str]:
+                   max_share: float = 0.02, min_docs: int = 64, keep: int = 3) -> list[str]:
     """The cue words worth asking the full-text index for.
 
     Words in more than `max_share` of all documents (and more than `min_docs`) would make the index

@@ -7,7 +7,14 @@ from slowave.domain.relevance import Cue
 from slowave.service import results as r
 from slowave.service.commands import ActivateCommand
 from slowave.service.context import ServiceContext
-from slowave.service.retrieval import build_catalog, cue_warnings, fragmentation_warning, policy_version, serve_page
+from slowave.service.retrieval import (
+    build_catalog,
+    cue_warnings,
+    fragmentation_warning,
+    new_retrieval,
+    policy_version,
+    serve_page,
+)
 
 
 def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> r.ActivateResponse:
@@ -37,15 +44,11 @@ def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> r.Activa
             started_at=now, last_activity_at=now, recall_calls=0, session_events=1,  # the activation event
             completion_recorded=False,
         )
-        catalog = build_catalog(repo, tenant, cmd.scope, cue, cmd.task_context, limits, ctx.semantic, query_vector)
+        catalog, rows = build_catalog(repo, tenant, cmd.scope, cue, cmd.task_context, limits, ctx.semantic, query_vector)
         retrieval_id = new_activation_id()
-        repo.insert_retrieval(
-            id=retrieval_id, tenant=tenant, session_id=session_id, kind="activation", scope=cmd.scope,
-            created_at=now, page_size=cmd.page_size, policy_version=policy_version(ctx.semantic),
-            relevant_total=catalog["relevant_total"], catalog_truncated=catalog["truncated"], catalog=catalog,
-        )
-        retrieval = repo.get_retrieval(tenant, retrieval_id)
-        page = serve_page(repo, tenant, retrieval, 0, 0, limits).page
+        retrieval = new_retrieval(repo, retrieval_id, tenant, session_id, "activation", cmd.scope, now,
+                                  cmd.page_size, policy_version(ctx.semantic), catalog)
+        page = serve_page(repo, tenant, retrieval, 0, 0, limits, rows=rows, fresh=True).page
         warnings = (fragmentation_warning(repo, tenant, cmd.scope) if cold else []) + cue_warnings(repo, tenant, cmd.scope, cue)
         warnings += page.warnings
     return r.ActivateResponse(

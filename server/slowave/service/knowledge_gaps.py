@@ -12,8 +12,11 @@ def record_missing(repo: Repository, tenant: str, scope: str, missing: list[str]
         repo.record_gap(tenant, scope, text, now)
 
 
-def close_answered_gaps(repo: Repository, tenant: str, scope: str, content: str) -> None:
-    """Closes every open gap of the scope that the new claim, taken as a cue, admits."""
-    cue = Cue(content)
-    answered = [g.id for g in repo.open_gaps(tenant, scope) if admits(cue, text_relevance(cue, g.text), g.text)]
+def close_answered_gaps(repo: Repository, tenant: str, scope: str, *contents: str) -> None:
+    """Closes every open gap of the scope that one of the new claims, taken as a cue, admits."""
+    gaps = repo.open_gaps(tenant, scope)
+    if not gaps:
+        return
+    cues = [Cue(c) for c in contents]
+    answered = [g.id for g in gaps if any(admits(cue, text_relevance(cue, g.text), g.text) for cue in cues)]
     repo.close_gaps(answered)

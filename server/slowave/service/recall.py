@@ -8,7 +8,14 @@ from slowave.domain.structs import merge_task_context, normalize_task_context
 from slowave.service import results as r
 from slowave.service.commands import RecallCommand
 from slowave.service.context import ServiceContext
-from slowave.service.retrieval import build_catalog, cue_warnings, evidence_records, policy_version, serve_page
+from slowave.service.retrieval import (
+    build_catalog,
+    cue_warnings,
+    evidence_records,
+    new_retrieval,
+    policy_version,
+    serve_page,
+)
 from slowave.service.sessions import open_session_in_scope
 
 
@@ -39,15 +46,11 @@ def recall(ctx: ServiceContext, tenant: str, cmd: RecallCommand) -> r.RecallResp
                     repo.update_session(session.id, task_context=context)
         if refusal is None:
             assert cue is not None
-            catalog = build_catalog(repo, tenant, session.scope, cue, context, limits, ctx.semantic, query_vector)
-            retrieval_id = new_recall_id()
-            repo.insert_retrieval(
-                id=retrieval_id, tenant=tenant, session_id=session.id, kind="recall", scope=session.scope,
-                created_at=now, page_size=cmd.page_size, policy_version=policy_version(ctx.semantic),
-                relevant_total=catalog["relevant_total"], catalog_truncated=catalog["truncated"], catalog=catalog,
-            )
+            catalog, rows = build_catalog(repo, tenant, session.scope, cue, context, limits, ctx.semantic, query_vector)
+            retrieval = new_retrieval(repo, new_recall_id(), tenant, session.id, "recall", session.scope, now,
+                                      cmd.page_size, policy_version(ctx.semantic), catalog)
             repo.add_session_events(session.id, 1)  # the recall event
-            served = serve_page(repo, tenant, repo.get_retrieval(tenant, retrieval_id), 0, 0, limits)
+            served = serve_page(repo, tenant, retrieval, 0, 0, limits, rows=rows, fresh=True)
             evidence, truncated = evidence_records(repo, served.memory_numbers, cmd.evidence_mode == "full")
             warnings = cue_warnings(repo, tenant, session.scope, cue) + served.page.warnings
             return _response(session.id, served.page, evidence, cmd.evidence_mode, truncated, warnings)

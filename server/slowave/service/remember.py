@@ -10,7 +10,7 @@ from slowave.service.commands import Claim, RememberCommand
 from slowave.service.context import ServiceContext
 from slowave.service.knowledge_gaps import close_answered_gaps
 from slowave.service.sessions import open_session_in_scope
-from slowave.storage.repository import Repository
+from slowave.storage.repository import Repository, claim_hash
 
 log = logging.getLogger(__name__)
 
@@ -18,56 +18,97 @@ log = logging.getLogger(__name__)
 def remember(ctx: ServiceContext, tenant: str, cmd: RememberCommand) -> list[r.RememberResult | r.ItemError]:
     # Embedding happens before the transaction: model inference never holds the write lock.
     claims = [c for c in cmd.claims if isinstance(c, Claim)]
-    vectors = dict(zip(map(id, claims), ctx.semantic.embed([c.content for c in claims]))) if ctx.semantic else {}
+    vectors = ctx.semantic.embed([c.content for c in claims]) if ctx.semantic else []
     encoder_id = ctx.semantic.encoder.encoder_id if ctx.semantic else None
     now = ctx.clock.now()
     with ctx.db.transaction() as repo:
         # The session lock makes "state check plus store" atomic: no claim lands in an ended session.
         session, refusal = open_session_in_scope(repo, tenant, cmd.session_id, cmd.scope, now)
-        results: list[r.RememberResult | r.ItemError] = []
         if refusal is None:
-            for claim in cmd.claims:
-                if isinstance(claim, r.ItemError):
-                    results.append(claim)
-                else:
-                    vector = (encoder_id, vectors[id(claim)]) if encoder_id else None
-                    store = store_claim if not cmd.batch else _store_batch_item
-                    results.append(store(repo, tenant, session.id, session.scope, claim, now, vector))
-            stored = sum(isinstance(x, r.RememberResult) for x in results)
-            repo.add_session_events(session.id, stored)
+            store = ClaimStore(repo, tenant, session.id, session.scope, now, encoder_id)
+            if cmd.batch:
+                stored = store.batch(claims, vectors)
+            else:
+                stored = store.claims(claims, vectors)  # the scalar form is all-or-nothing
+            results = iter(stored)
+            out: list[r.RememberResult | r.ItemError] = [
+                c if isinstance(c, r.ItemError) else next(results) for c in cmd.claims
+            ]
+            repo.add_session_events(session.id, sum(isinstance(x, r.RememberResult) for x in out))
+            store.close_gaps(claims)
     if refusal is not None:
         raise refusal
-    return results
+    return out
 
 
-def _store_batch_item(repo: Repository, tenant: str, session_id: str, scope: str, claim: Claim, now: datetime,
-                      vector: tuple[str, bytes] | None):  # noqa: ANN202
-    """Each batch item stands alone: an unexpected failure rolls back that item only."""
-    savepoint = repo.conn.begin_nested()
-    try:
-        result = store_claim(repo, tenant, session_id, scope, claim, now, vector)
-    except Exception:  # noqa: BLE001 - reported as the item's internal_error, siblings proceed
-        savepoint.rollback()
-        log.exception("remember batch item failed")
-        return r.ItemError("internal_error", "the item could not be stored; retry it", True)
-    savepoint.commit()
-    return result
+class ClaimStore:
+    """Stores claims of one session: MATCHED when an equivalent active claim exists (same scope and
+    type, spec 6.3), else CREATED; one source event per claim. Works on a whole batch at once."""
 
+    def __init__(self, repo: Repository, tenant: str, session_id: str, scope: str, now: datetime,
+                 encoder_id: str | None) -> None:
+        self.repo, self.tenant, self.session_id, self.scope, self.now = repo, tenant, session_id, scope, now
+        self.encoder_id = encoder_id
 
-def store_claim(repo: Repository, tenant: str, session_id: str, scope: str, claim: Claim, now: datetime,
-                vector: tuple[str, bytes] | None = None) -> r.RememberResult:
-    """MATCHED when an equivalent active claim exists (same scope and type, spec 6.3), else CREATED."""
-    existing = repo.find_active_claim(tenant, scope, claim.type, claim.content)
-    if existing is not None:
-        number, disposition = existing.number, "matched"
-    else:
-        number = repo.insert_memory(tenant=tenant, scope=scope, type_=claim.type, content=claim.content,
-                                    source_kind="explicit_remember", source_session_id=session_id, now=now)
-        disposition = "created"
-        if vector is not None:
-            repo.insert_vector(number, tenant, scope, *vector)
-    event = repo.insert_source_event(tenant=tenant, session_id=session_id, kind="claim", memory_number=number,
-                                     content=claim.content, occurred_at=claim.occurred_at, recorded_at=now)
-    repo.set_memory_source_event(number, event)
-    close_answered_gaps(repo, tenant, scope, claim.content)
-    return r.RememberResult(True, memory_id(number), disposition, claim.type, scope, event_id(event))
+    def batch(self, claims: list[Claim], vectors: list[bytes]) -> list[r.RememberResult | r.ItemError]:
+        """Batch items are independent: if storing them together fails, each is retried alone, so
+        an unexpected failure fails only its own item."""
+        savepoint = self.repo.conn.begin_nested()
+        try:
+            results: list = self.claims(claims, vectors)
+            savepoint.commit()
+            return results
+        except Exception:  # noqa: BLE001 - fall back to item-by-item to isolate the failure
+            savepoint.rollback()
+            log.warning("batch remember failed as a whole; storing items one by one", exc_info=True)
+        results = []
+        for i, claim in enumerate(claims):
+            item = self.repo.conn.begin_nested()
+            try:
+                results += self.claims([claim], vectors[i:i + 1])
+                item.commit()
+            except Exception:  # noqa: BLE001 - reported as the item's internal_error, siblings proceed
+                item.rollback()
+                log.exception("remember batch item failed")
+                results.append(r.ItemError("internal_error", "the item could not be stored; retry it", True))
+        return results
+
+    def claims(self, claims: list[Claim], vectors: list[bytes]) -> list[r.RememberResult]:
+        hashes = [claim_hash(c.content) for c in claims]
+        known = self.repo.find_active_claims(self.tenant, self.scope, hashes)
+        numbers: list[int | None] = []
+        new: dict[tuple[str, str], int] = {}  # first occurrence in this batch of each new claim
+        for i, (claim, h) in enumerate(zip(claims, hashes)):
+            key = (claim.type, h)
+            numbers.append(known.get(key))
+            if key not in known and key not in new:
+                new[key] = i
+        creating = sorted(new.values())
+        created = self.repo.insert_memories([
+            dict(tenant=self.tenant, scope=self.scope, type=claims[i].type, content=claims[i].content,
+                 source_kind="explicit_remember", source_session_id=self.session_id, created_at=self.now)
+            for i in creating
+        ]) if creating else []
+        for i, number in zip(creating, created):
+            numbers[i] = number
+        for i, (claim, h) in enumerate(zip(claims, hashes)):
+            if numbers[i] is None:  # a repeat of a claim created earlier in this batch
+                numbers[i] = numbers[new[(claim.type, h)]]
+        if self.encoder_id and created:
+            self.repo.insert_vectors([
+                dict(number=n, tenant=self.tenant, scope=self.scope, encoder_id=self.encoder_id, vector=vectors[i])
+                for i, n in zip(creating, created)
+            ])
+        events = self.repo.insert_source_events([
+            dict(tenant=self.tenant, session_id=self.session_id, kind="claim", memory_number=n, content=c.content,
+                 occurred_at=c.occurred_at, recorded_at=self.now)
+            for c, n in zip(claims, numbers)
+        ])
+        fresh = set(creating)
+        return [
+            r.RememberResult(True, memory_id(n), "created" if i in fresh else "matched", c.type, self.scope, event_id(e))
+            for i, (c, n, e) in enumerate(zip(claims, numbers, events))
+        ]
+
+    def close_gaps(self, claims: list[Claim]) -> None:
+        close_answered_gaps(self.repo, self.tenant, self.scope, *(c.content for c in claims))

@@ -6,6 +6,7 @@ from it and what it serves joins the retrieval's exposure set (spec 5.4, 10.1).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Row
@@ -39,33 +40,32 @@ class _Candidate:
 
 
 def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limits: RetrievalLimits,
-                       semantic: SemanticChannel | None, query_vector: Any) -> list[_Candidate]:
+                       semantic: SemanticChannel | None, query_vector: Any) -> tuple[list[_Candidate], dict[int, Row]]:
     """Candidates from the full-text index (always), the containment floor, and — when enabled —
     the semantic channel; each scored by (fused) relevance and admitted on threshold or floor."""
     doc_counts, total = repo.term_statistics(sorted(cue.token_set))
     terms = specific_terms(cue.token_set, doc_counts, total)
     ranks: dict[int, float | None] = {}
-    contents: dict[int, str] = {}
+    rows: dict[int, Row] = {}
     for row in repo.lexical_matches(tenant, scope, terms, limits.lexical_candidates) if terms else []:
-        ranks[row.number], contents[row.number] = row.rank, row.content
+        ranks[row.number], rows[row.number] = row.rank, row
     for row in repo.contained_matches(tenant, scope, cue.normalized_parts):
         ranks.setdefault(row.number, None)
-        contents[row.number] = row.content
+        rows[row.number] = row
     cosines: dict[int, float] = {}
     if semantic is not None and query_vector is not None:
         cosines = semantic.index.similarities(repo, tenant, scope, query_vector, list(ranks), limits.semantic_candidates)
-        missing = [n for n in cosines if n not in contents]
-        for row in repo.get_memories(missing).values():
+        for row in repo.get_memories(n for n in cosines if n not in rows).values():
             if row.status == "active" or row.stale_reason == "superseded":
                 ranks.setdefault(row.number, None)
-                contents[row.number] = row.content
+                rows[row.number] = row
     admitted = {}
     for n in ranks:
-        lexical = memory_relevance(cue, contents[n], ranks[n])
+        content = rows[n].content
+        lexical = memory_relevance(cue, content, ranks[n])
         rel = fused_relevance(lexical, cosines.get(n, -1.0) if semantic is not None else None)
-        if admits(cue, rel, contents[n]):
+        if admits(cue, rel, content):
             admitted[n] = rel
-    rows = repo.get_memories(admitted)
     direct: dict[int, _Candidate] = {}
     redirects: list[_Candidate] = []
     for n, rel in admitted.items():
@@ -74,7 +74,8 @@ def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limi
         else:  # retired as superseded: its active replacement stands in (spec 12.3)
             target = _follow_supersession(repo, tenant, rows[n])
             if target is not None:
-                redirects.append(_Candidate(target, rel, "redirect", n))
+                rows[target.number] = target
+                redirects.append(_Candidate(target.number, rel, "redirect", n))
     for c in sorted(redirects, key=lambda c: (-c.relevance, c.redirected_from)):
         own = direct.get(c.number)
         if own is None:
@@ -82,10 +83,10 @@ def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limi
         elif own.pathway == "direct":
             own.relevance = max(own.relevance, c.relevance)
         # a second redirect to the same memory keeps the first (strongest) one
-    return list(direct.values())
+    return list(direct.values()), rows
 
 
-def _follow_supersession(repo: Repository, tenant: str, row: Row) -> int | None:
+def _follow_supersession(repo: Repository, tenant: str, row: Row) -> Row | None:
     for _ in range(MAX_REDIRECT_HOPS):
         if row.stale_reason != "superseded" or row.superseded_by is None:
             return None
@@ -93,7 +94,7 @@ def _follow_supersession(repo: Repository, tenant: str, row: Row) -> int | None:
         if nxt is None:
             return None
         if nxt.status == "active":
-            return nxt.number
+            return nxt
         row = nxt
     return None
 
@@ -102,9 +103,12 @@ def build_catalog(
     repo: Repository, tenant: str, scope: str, cue: Cue, task_context: dict, limits: RetrievalLimits,
     semantic: SemanticChannel | None = None, query_vector: Any = None,
 ) -> dict:
-    """Ranks the admitted candidates and freezes them (at most 50 memories, 9 procedures)."""
-    candidates = _admitted_memories(repo, tenant, scope, cue, limits, semantic, query_vector)
-    rows = repo.get_memories(c.number for c in candidates)
+    """Ranks the admitted candidates and freezes them (at most 50 memories, 9 procedures).
+
+    Returns the catalog and the memory rows read for it (so the first page renders without
+    reading them again).
+    """
+    candidates, rows = _admitted_memories(repo, tenant, scope, cue, limits, semantic, query_vector)
     ranked = []
     for c in candidates:
         row = rows[c.number]
@@ -117,12 +121,13 @@ def build_catalog(
         })
     ranked.sort(key=lambda m: (-m["score"], -m["relevance"], m["n"]))
     procedures = _ranked_procedures(repo, tenant, scope, cue, task_context)
-    return {
+    catalog = {
         "memories": ranked[: limits.catalog_memories],
         "procedures": procedures[: limits.catalog_procedures],
         "relevant_total": min(len(ranked), limits.catalog_memories),
         "truncated": len(ranked) > limits.catalog_memories,
     }
+    return catalog, rows
 
 
 def _ranked_procedures(repo: Repository, tenant: str, scope: str, cue: Cue, task_context: dict) -> list[dict]:
@@ -156,6 +161,16 @@ def policy_version(semantic: SemanticChannel | None) -> str:
     return f"{channels}.{RETRIEVAL_POLICY_VERSION}"
 
 
+def new_retrieval(repo: Repository, retrieval_id: str, tenant: str, session_id: str, kind: str, scope: str,
+                  now: Any, page_size: int, policy: str, catalog: dict) -> SimpleNamespace:
+    """Stores a retrieval event with its frozen catalog; returns it as serve_page reads it."""
+    values = dict(id=retrieval_id, tenant=tenant, session_id=session_id, kind=kind, scope=scope, created_at=now,
+                  page_size=page_size, policy_version=policy, relevant_total=catalog["relevant_total"],
+                  catalog_truncated=catalog["truncated"], catalog=catalog)
+    repo.insert_retrieval(**values)
+    return SimpleNamespace(**values)
+
+
 @dataclass
 class ServedPage:
     page: r.Page
@@ -163,9 +178,13 @@ class ServedPage:
 
 
 def serve_page(
-    repo: Repository, tenant: str, retrieval: Row, memory_offset: int, procedure_offset: int, limits: RetrievalLimits
+    repo: Repository, tenant: str, retrieval: Any, memory_offset: int, procedure_offset: int, limits: RetrievalLimits,
+    *, rows: dict[int, Row] | None = None, fresh: bool = False,
 ) -> ServedPage:
-    """Serves the page at the given offsets of a frozen catalog and adds it to the exposure set."""
+    """Serves the page at the given offsets of a frozen catalog and adds it to the exposure set.
+
+    `fresh`: the retrieval was created in this transaction (nothing exposed, no cursor yet).
+    """
     catalog = retrieval.catalog
     mems, procs = catalog["memories"], catalog["procedures"]
     m_count = cat.page_count([m["size"] for m in mems], memory_offset, retrieval.page_size, limits.memory_page_budget_bytes)
@@ -173,15 +192,19 @@ def serve_page(
     page_mems = mems[memory_offset: memory_offset + m_count]
     page_procs = procs[procedure_offset: procedure_offset + p_count]
 
-    memories = render_memories(repo, page_mems)
+    memories = render_memories(repo, page_mems, rows)
     procedures = render_procedures(repo, tenant, page_procs)
-    _expose(repo, retrieval.id, [("memory", m.memory_id) for m in memories] + [("procedure", p.procedure_id) for p in procedures])
+    targets = [("memory", m.memory_id) for m in memories] + [("procedure", p.procedure_id) for p in procedures]
+    if fresh:
+        repo.insert_exposures(retrieval.id, targets, start=0)
+    else:
+        _expose(repo, retrieval.id, targets)
 
     next_m, next_p = memory_offset + m_count, procedure_offset + p_count
     more = next_m < len(mems) or next_p < len(procs)
     cursor = accessible = None
     if more:
-        cursor = _cursor(repo, retrieval.id, next_m, next_p)
+        cursor = _cursor(repo, retrieval.id, next_m, next_p, fresh)
         rest = cat.remaining([m["type"] for m in mems[next_m:]], [m["chars"] for m in mems[next_m:]],
                              [p["chars"] for p in procs[next_p:]])
         accessible = r.AccessibleField(rest.extra_candidates, rest.kinds, rest.approx_extra_tokens)
@@ -205,9 +228,9 @@ def _expose(repo: Repository, retrieval_id: str, targets: list[tuple[str, str]])
     repo.insert_exposures(retrieval_id, new, start=len(existing))
 
 
-def _cursor(repo: Repository, retrieval_id: str, memory_offset: int, procedure_offset: int) -> str:
+def _cursor(repo: Repository, retrieval_id: str, memory_offset: int, procedure_offset: int, fresh: bool) -> str:
     """Cursors are deterministic: one per catalog position, so a reread returns the same successor."""
-    row = repo.cursor_at(retrieval_id, memory_offset, procedure_offset)
+    row = None if fresh else repo.cursor_at(retrieval_id, memory_offset, procedure_offset)
     if row is not None:
         return row.id
     cursor_id = new_cursor_id()
@@ -215,8 +238,11 @@ def _cursor(repo: Repository, retrieval_id: str, memory_offset: int, procedure_o
     return cursor_id
 
 
-def render_memories(repo: Repository, items: list[dict]) -> list[r.Memory]:
-    rows = repo.get_memories(i["n"] for i in items)
+def render_memories(repo: Repository, items: list[dict], known: dict[int, Row] | None = None) -> list[r.Memory]:
+    known = known or {}
+    rows = {i["n"]: known[i["n"]] for i in items if i["n"] in known}
+    rows.update(repo.get_memories(i["n"] for i in items if i["n"] not in rows))
+    first_events = repo.first_source_events([i["n"] for i in items])
     sessions = {}
     out = []
     for item in items:
@@ -224,7 +250,7 @@ def render_memories(repo: Repository, items: list[dict]) -> list[r.Memory]:
         shown, excerpt = cat.render_content(row.content)
         prov = r.Provenance(
             source_kind=row.source_kind,
-            source_event_id=event_id(row.source_event) if row.source_event else None,
+            source_event_id=event_id(first_events[row.number]) if row.number in first_events else None,
             redirected_from=item.get("redirected_from"),
             excerpt=r.Excerpt(*excerpt) if excerpt else None,
         )

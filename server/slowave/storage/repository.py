@@ -40,6 +40,14 @@ def claim_hash(content: str) -> str:
 
 
 
+# What retrieval reads of a memory (not the index columns, which would only cost time per row).
+_MEMORY_VIEW = ("number", "type", "content", "status", "stale_reason", "superseded_by", "learned_units",
+                "source_kind", "source_session_id")
+
+
+_INSERTS = {name: insert(table) for name, table in t.metadata.tables.items()}
+
+
 class Repository:
     def __init__(self, connection: Connection, dialect: str) -> None:
         self.conn = connection
@@ -51,7 +59,8 @@ class Repository:
         return self.conn.execute(stmt).first()
 
     def _insert(self, table, **values: Any) -> Any:  # noqa: ANN001
-        result = self.conn.execute(insert(table).values(**values))
+        # Values as parameters (not .values()): the statement is built once and its compiled form cached.
+        result = self.conn.execute(_INSERTS[table.name], values)
         return result.inserted_primary_key[0]
 
     # ---------------------------------------------------------------- sessions
@@ -143,20 +152,48 @@ class Repository:
 
     def insert_memory(self, *, tenant: str, scope: str, type_: str, content: str, source_kind: str,
                       source_session_id: str | None, now: datetime) -> int:
-        norm = normalize_claim(content)
-        number = self._insert(
-            t.memories, tenant=tenant, scope=scope, type=type_, content=content,
-            content_norm=norm, content_hash=claim_hash(content), content_key=content_key(norm), status="active", learned_units=0,
-            source_kind=source_kind, source_session_id=source_session_id, created_at=now,
-        )
-        if self.dialect == "sqlite":
-            self.conn.execute(text("INSERT INTO memories_fts(rowid, content, scope_key) VALUES (:n, :c, :k)"),
-                              {"n": number, "c": content, "k": scope_token(tenant, scope)})
-        return number
+        return self.insert_memories([dict(tenant=tenant, scope=scope, type=type_, content=content, source_kind=source_kind,
+                                          source_session_id=source_session_id, created_at=now)])[0]
 
-    def set_memory_source_event(self, number: int, event_number: int) -> None:
+    def first_source_events(self, numbers: Sequence[int]) -> dict[int, int]:
+        """Each memory's first source event (the claim that created it)."""
+        e = t.source_events
+        if not numbers:
+            return {}
+        stmt = select(e.c.memory_number, func.min(e.c.number)).where(e.c.memory_number.in_(list(numbers))).group_by(e.c.memory_number)
+        return {m: n for m, n in self.conn.execute(stmt)}
+
+    def find_active_claims(self, tenant: str, scope: str, hashes: Sequence[str]) -> dict[tuple[str, str], int]:
+        """Active memories of the scope by (type, content hash): the MATCHED lookup for a batch."""
         m = t.memories
-        self.conn.execute(update(m).where(m.c.number == number, m.c.source_event.is_(None)).values(source_event=event_number))
+        stmt = select(m.c.type, m.c.content_hash, func.min(m.c.number)).where(
+            m.c.tenant == tenant, m.c.scope == scope, m.c.status == "active", m.c.content_hash.in_(list(set(hashes)))
+        ).group_by(m.c.type, m.c.content_hash)
+        return {(ty, h): n for ty, h, n in self.conn.execute(stmt)}
+
+    def insert_memories(self, rows: list[dict[str, Any]]) -> list[int]:
+        """Creates memories (and their full-text rows) in one round trip; numbers in input order."""
+        m = t.memories
+        for row in rows:
+            norm = normalize_claim(row["content"])
+            row.update(content_norm=norm, content_hash=claim_hash(row["content"]), content_key=content_key(norm),
+                       status="active", learned_units=0)
+        stmt = insert(m).returning(m.c.number, sort_by_parameter_order=True)
+        numbers = [r[0] for r in self.conn.execute(stmt, rows)]
+        if self.dialect == "sqlite":
+            self.conn.execute(text("INSERT INTO memories_fts(rowid, content, scope_key) VALUES (:n, :c, :k)"), [
+                {"n": n, "c": row["content"], "k": scope_token(row["tenant"], row["scope"])} for n, row in zip(numbers, rows)
+            ])
+        return numbers
+
+    def insert_source_events(self, rows: list[dict[str, Any]]) -> list[int]:
+        e = t.source_events
+        stmt = insert(e).returning(e.c.number, sort_by_parameter_order=True)
+        return [r[0] for r in self.conn.execute(stmt, rows)]
+
+    def insert_vectors(self, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            self.conn.execute(insert(t.memory_vectors), rows)
 
     def get_memory(self, tenant: str, number: int, *, lock: bool = False) -> Row | None:
         m = t.memories
@@ -184,52 +221,55 @@ class Repository:
         """Documents containing each term, and the number of documents (for term specificity)."""
         if not terms:
             return {}, 0
-        rows = self.conn.execute(
-            text("SELECT term, doc FROM memories_vocab WHERE term IN (SELECT value FROM json_each(:terms))"),
+        rows = list(self.conn.execute(
+            text("SELECT term, doc, (SELECT max(number) FROM memories) AS total FROM memories_vocab "
+                 "WHERE term IN (SELECT value FROM json_each(:terms))"),
             {"terms": json.dumps(list(terms))},
-        )
-        total = self.conn.execute(select(func.max(t.memories.c.number))).scalar_one() or 0
-        return {r.term: r.doc for r in rows}, total
+        ))
+        return {r.term: r.doc for r in rows}, (rows[0].total or 0) if rows else 0
 
     def lexical_matches(self, tenant: str, scope: str, terms: Sequence[str], limit: int) -> list[Row]:
         """Memories of the scope containing any of the terms, best bm25 first.
 
         Active memories, plus memories retired as superseded (their replacements stand in).
-        Returns rows (number, content, rank) where rank is bm25 (lower is better). Terms are
+        Returns memory rows with `rank`, the bm25 score (lower is better). Terms are
         quoted, so nothing in a cue is read as query syntax.
         """
         words = " OR ".join('"' + w.replace('"', '""') + '"' for w in terms)
         match = f'scope_key : "{scope_token(tenant, scope)}" AND content : ({words})'
         stmt = text(
             """
-            SELECT m.number AS number, m.content AS content, bm25(memories_fts, 1.0, 0.0) AS rank
+            SELECT {columns}, bm25(memories_fts, 1.0, 0.0) AS rank
             FROM memories_fts JOIN memories m ON m.number = memories_fts.rowid
             WHERE memories_fts MATCH :q AND m.tenant = :tenant AND m.scope = :scope
               AND (m.status = 'active' OR m.stale_reason = 'superseded')
             ORDER BY rank LIMIT :limit
-            """
+            """.format(columns=", ".join(f"m.{c}" for c in _MEMORY_VIEW))
         )
         return list(self.conn.execute(stmt, {"q": match, "tenant": tenant, "scope": scope, "limit": limit}))
 
     def contained_matches(self, tenant: str, scope: str, cues: Sequence[str]) -> list[Row]:
         """Memories whose normalised content occurs in one of the normalised cues (admission floor).
 
-        Index-driven: a contained memory's key (its first characters) is a substring of the cue, so
-        only memories whose key is among the cue's substrings — or whose text is shorter than a
-        key — are compared.
+        `cues` are already normalised. Index-driven: a contained memory's key (its first
+        characters) is a substring of the cue, so only memories whose key is among the cue's
+        substrings — or whose text is shorter than a key — are compared.
         """
-        m = t.memories
-        position = func.strpos if self.dialect == "postgresql" else func.instr
-        contained = or_(*(position(cue, m.c.content_norm) > 0 for cue in cues))
-        base = select(m.c.number, m.c.content).where(
-            m.c.tenant == tenant, m.c.scope == scope, or_(m.c.status == "active", m.c.stale_reason == "superseded"),
-            contained,
+        position = "strpos" if self.dialect == "postgresql" else "instr"
+        contained = " OR ".join(f"{position}(:cue{i}, m.content_norm) > 0" for i in range(len(cues)))
+        keys = "= ANY(:keys)" if self.dialect == "postgresql" else "IN (SELECT value FROM json_each(:keys))"
+        columns = ", ".join(f"m.{c}" for c in _MEMORY_VIEW)
+        where = "m.tenant = :tenant AND m.scope = :scope AND (m.status = 'active' OR m.stale_reason = 'superseded')"
+        stmt = text(
+            f"SELECT {columns} FROM memories m WHERE {where} AND m.content_key IS NULL AND ({contained}) "
+            f"UNION ALL "
+            f"SELECT {columns} FROM memories m WHERE {where} AND m.content_key {keys} AND ({contained})"
         )
-        keys = cue_keys(cues)
-        rows = list(self.conn.execute(base.where(m.c.content_key.is_(None))))
-        for i in range(0, len(keys), 500):
-            rows += self.conn.execute(base.where(m.c.content_key.in_(keys[i:i + 500])))
-        return rows
+        key_list = cue_keys(cues)
+        params: dict[str, Any] = {"tenant": tenant, "scope": scope,
+                                  "keys": key_list if self.dialect == "postgresql" else json.dumps(key_list)}
+        params.update({f"cue{i}": c for i, c in enumerate(cues)})
+        return list(self.conn.execute(stmt, params))
 
     # ---------------------------------------------------------------- memory vectors (semantic channel)
 

@@ -101,7 +101,6 @@ memories = Table(
     Column("retired_at", UtcDateTime),
     Column("learned_units", Integer, nullable=False, default=0),
     Column("source_kind", String(32), nullable=False),  # explicit_remember | consolidated
-    Column("source_event", Integer),
     Column("source_session_id", String(64)),
     Column("created_at", UtcDateTime, nullable=False),
     Index("ix_memories_claim", "tenant", "scope", "type", "content_hash"),
