@@ -36,7 +36,9 @@ class RetrievalLimits:
     page_procedures: int = 3
     memory_page_budget_bytes: int = 12 * 1024
     procedure_page_budget_bytes: int = 24 * 1024
-    lexical_candidates: int = 100
+    lexical_candidates: int = 64
+    lexical_doc_budget: int = 1000
+    """Documents the full-text index may score per query (rarest words first); bounds its cost."""
     semantic_candidates: int = 100
 
 

@@ -108,19 +108,21 @@ def fused_relevance(lexical: float, cosine: float | None) -> float:
     return precise(1 - (1 - lexical) * (1 - semantic_strength(cosine)))
 
 
-def specific_terms(terms: frozenset[str], doc_counts: dict[str, int], total: int,
-                   max_share: float = 0.02, min_docs: int = 64, keep: int = 3) -> list[str]:
-    """The cue words worth asking the full-text index for.
+def specific_terms(terms: frozenset[str], doc_counts: dict[str, int], budget_docs: int = 1000) -> list[str]:
+    """The cue words worth asking the full-text index for, rarest first, within a document budget.
 
-    Words in more than `max_share` of all documents (and more than `min_docs`) would make the index
-    score most of a large store for little ranking value, so they are left out of the index query
-    (relevance still counts them); if every word is that common, the `keep` rarest are asked.
+    The index scores every document that contains a queried word, so the cost of a query is the sum
+    of its words' document counts. Words are taken rarest first (the most specific, which also weigh
+    most in bm25) while that sum stays within `budget_docs`; the rarest word is always taken. Words
+    left out still count in relevance, and the containment floor does not depend on them.
     """
-    present = [t for t in terms if doc_counts.get(t, 0) > 0]
-    limit = max(min_docs, max_share * total)
-    chosen = [t for t in present if doc_counts[t] <= limit]
-    if not chosen:
-        chosen = sorted(present, key=lambda t: (doc_counts[t], t))[:keep]
+    present = sorted((doc_counts[t], t) for t in terms if doc_counts.get(t, 0) > 0)
+    chosen, used = [], 0
+    for docs, term in present:
+        if chosen and used + docs > budget_docs:
+            break
+        chosen.append(term)
+        used += docs
     return sorted(chosen)
 
 

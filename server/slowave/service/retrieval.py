@@ -43,8 +43,8 @@ def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limi
                        semantic: SemanticChannel | None, query_vector: Any) -> tuple[list[_Candidate], dict[int, Row]]:
     """Candidates from the full-text index (always), the containment floor, and — when enabled —
     the semantic channel; each scored by (fused) relevance and admitted on threshold or floor."""
-    doc_counts, total = repo.term_statistics(sorted(cue.token_set))
-    terms = specific_terms(cue.token_set, doc_counts, total)
+    doc_counts = repo.term_statistics(sorted(cue.token_set))
+    terms = specific_terms(cue.token_set, doc_counts, limits.lexical_doc_budget)
     ranks: dict[int, float | None] = {}
     rows: dict[int, Row] = {}
     for row in repo.lexical_matches(tenant, scope, terms, limits.lexical_candidates) if terms else []:

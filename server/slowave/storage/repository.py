@@ -12,18 +12,14 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, func, insert, or_, select, text, update
+from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, select, text, update
 
+from slowave.domain.relevance import word_set
 from slowave.domain.text import normalize_claim
 from slowave.storage import tables as t
 
 
 CONTENT_KEY_CHARS = 16
-
-
-def scope_token(tenant: str, scope: str) -> str:
-    """The full-text index's token for a (tenant, scope): restricts a match to one store."""
-    return "scope" + hashlib.sha256(f"{tenant}\x1f{scope}".encode()).hexdigest()[:20]
 
 
 def content_key(normalized: str) -> str | None:
@@ -44,6 +40,31 @@ def claim_hash(content: str) -> str:
 _MEMORY_VIEW = ("number", "type", "content", "status", "stale_reason", "superseded_by", "learned_units",
                 "source_kind", "source_session_id")
 
+
+def _upsert(dialect: str):  # noqa: ANN202
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert
+
+
+# Statements on every Activate/Recall, built once: building a statement per call costs more than
+# running it.
+_p, _s, _m, _g, _e = t.procedures, t.sessions, t.memories, t.knowledge_gaps, t.source_events
+_HAS_ACTIVE = select(_m.c.number).where(
+    _m.c.tenant == bindparam("tenant"), _m.c.scope == bindparam("scope"), _m.c.status == "active").limit(1)
+_PROCEDURES_IN_SCOPE = select(
+    _p, _s.c.outcome, _s.c.outcome_summary, _s.c.verification, _s.c.task.label("session_task")
+).join(_s, _s.c.id == _p.c.session_id).where(_p.c.tenant == bindparam("tenant"), _p.c.scope == bindparam("scope"))
+_OPEN_GAPS = select(_g).where(
+    _g.c.tenant == bindparam("tenant"), _g.c.scope == bindparam("scope"), _g.c.open.is_(True)
+).order_by(_g.c.last_seen_at.desc(), _g.c.id.desc())
+_TERM_DOCS = select(t.term_stats.c.term, t.term_stats.c.docs).where(t.term_stats.c.term.in_(bindparam("terms", expanding=True)))
+_FIRST_EVENTS = select(_e.c.memory_number, func.min(_e.c.number)).where(
+    _e.c.memory_number.in_(bindparam("numbers", expanding=True))).group_by(_e.c.memory_number)
 
 _INSERTS = {name: insert(table) for name, table in t.metadata.tables.items()}
 
@@ -133,9 +154,7 @@ class Repository:
     # ---------------------------------------------------------------- memories
 
     def scope_has_active_memory(self, tenant: str, scope: str) -> bool:
-        m = t.memories
-        stmt = select(m.c.number).where(m.c.tenant == tenant, m.c.scope == scope, m.c.status == "active").limit(1)
-        return self.conn.execute(stmt).first() is not None
+        return self.conn.execute(_HAS_ACTIVE, {"tenant": tenant, "scope": scope}).first() is not None
 
     def scopes_with_active_memories(self, tenant: str) -> list[str]:
         m = t.memories
@@ -157,11 +176,9 @@ class Repository:
 
     def first_source_events(self, numbers: Sequence[int]) -> dict[int, int]:
         """Each memory's first source event (the claim that created it)."""
-        e = t.source_events
         if not numbers:
             return {}
-        stmt = select(e.c.memory_number, func.min(e.c.number)).where(e.c.memory_number.in_(list(numbers))).group_by(e.c.memory_number)
-        return {m: n for m, n in self.conn.execute(stmt)}
+        return {m: n for m, n in self.conn.execute(_FIRST_EVENTS, {"numbers": list(numbers)})}
 
     def find_active_claims(self, tenant: str, scope: str, hashes: Sequence[str]) -> dict[tuple[str, str], int]:
         """Active memories of the scope by (type, content hash): the MATCHED lookup for a batch."""
@@ -180,11 +197,23 @@ class Repository:
                        status="active", learned_units=0)
         stmt = insert(m).returning(m.c.number, sort_by_parameter_order=True)
         numbers = [r[0] for r in self.conn.execute(stmt, rows)]
+        self._count_terms(row["content"] for row in rows)
         if self.dialect == "sqlite":
-            self.conn.execute(text("INSERT INTO memories_fts(rowid, content, scope_key) VALUES (:n, :c, :k)"), [
-                {"n": n, "c": row["content"], "k": scope_token(row["tenant"], row["scope"])} for n, row in zip(numbers, rows)
+            self.conn.execute(text("INSERT INTO memories_fts(rowid, content) VALUES (:n, :c)"), [
+                {"n": n, "c": row["content"]} for n, row in zip(numbers, rows)
             ])
         return numbers
+
+    def _count_terms(self, contents: Iterable[str]) -> None:
+        counts: dict[str, int] = {}
+        for content in contents:
+            for term in word_set(content):
+                counts[term[:128]] = counts.get(term[:128], 0) + 1
+        if counts:
+            ts = t.term_stats
+            upsert = _upsert(self.dialect)(ts).values(term=bindparam("term"), docs=bindparam("docs"))
+            upsert = upsert.on_conflict_do_update(index_elements=[ts.c.term], set_={"docs": ts.c.docs + upsert.excluded.docs})
+            self.conn.execute(upsert, [{"term": k, "docs": v} for k, v in sorted(counts.items())])
 
     def insert_source_events(self, rows: list[dict[str, Any]]) -> list[int]:
         e = t.source_events
@@ -217,16 +246,11 @@ class Repository:
         m = t.memories
         self.conn.execute(update(m).where(m.c.number == number).values(learned_units=m.c.learned_units + delta))
 
-    def term_statistics(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-        """Documents containing each term, and the number of documents (for term specificity)."""
+    def term_statistics(self, terms: Sequence[str]) -> dict[str, int]:
+        """Memories containing each term (for term specificity)."""
         if not terms:
-            return {}, 0
-        rows = list(self.conn.execute(
-            text("SELECT term, doc, (SELECT max(number) FROM memories) AS total FROM memories_vocab "
-                 "WHERE term IN (SELECT value FROM json_each(:terms))"),
-            {"terms": json.dumps(list(terms))},
-        ))
-        return {r.term: r.doc for r in rows}, (rows[0].total or 0) if rows else 0
+            return {}
+        return {r.term: r.docs for r in self.conn.execute(_TERM_DOCS, {"terms": [w[:128] for w in terms]})}
 
     def lexical_matches(self, tenant: str, scope: str, terms: Sequence[str], limit: int) -> list[Row]:
         """Memories of the scope containing any of the terms, best bm25 first.
@@ -235,11 +259,12 @@ class Repository:
         Returns memory rows with `rank`, the bm25 score (lower is better). Terms are
         quoted, so nothing in a cue is read as query syntax.
         """
-        words = " OR ".join('"' + w.replace('"', '""') + '"' for w in terms)
-        match = f'scope_key : "{scope_token(tenant, scope)}" AND content : ({words})'
+        # The scope is applied by the join (primary-key lookups per match): an AND with a per-scope
+        # token inside FTS5 walks the whole scope's doclist and costs more than it saves.
+        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in terms)
         stmt = text(
             """
-            SELECT {columns}, bm25(memories_fts, 1.0, 0.0) AS rank
+            SELECT {columns}, bm25(memories_fts) AS rank
             FROM memories_fts JOIN memories m ON m.number = memories_fts.rowid
             WHERE memories_fts MATCH :q AND m.tenant = :tenant AND m.scope = :scope
               AND (m.status = 'active' OR m.stale_reason = 'superseded')
@@ -344,6 +369,8 @@ class Repository:
 
     def procedures_with_sessions(self, tenant: str, scope: str | None = None, ids: Sequence[str] | None = None) -> list[Row]:
         """Procedures joined with their source session's current outcome metadata."""
+        if ids is None and scope is not None:
+            return list(self.conn.execute(_PROCEDURES_IN_SCOPE, {"tenant": tenant, "scope": scope}))
         p, s = t.procedures, t.sessions
         stmt = select(
             p, s.c.outcome, s.c.outcome_summary, s.c.verification, s.c.task.label("session_task")
@@ -445,9 +472,7 @@ class Repository:
                 occurrences=g.c.occurrences + 1, open=True, last_seen_at=now, text=text_))
 
     def open_gaps(self, tenant: str, scope: str) -> list[Row]:
-        g = t.knowledge_gaps
-        stmt = select(g).where(g.c.tenant == tenant, g.c.scope == scope, g.c.open.is_(True)).order_by(g.c.last_seen_at.desc(), g.c.id.desc())
-        return list(self.conn.execute(stmt))
+        return list(self.conn.execute(_OPEN_GAPS, {"tenant": tenant, "scope": scope}))
 
     def close_gaps(self, ids: Sequence[int]) -> None:
         g = t.knowledge_gaps

@@ -119,6 +119,13 @@ memory_vectors = Table(
     Index("ix_memory_vectors_scope", "tenant", "scope", "encoder_id", "number"),
 )
 
+term_stats = Table(
+    "term_stats",
+    metadata,
+    Column("term", String(128), primary_key=True),
+    Column("docs", Integer, nullable=False),  # memories containing the word (all tenants and scopes)
+)
+
 source_events = Table(
     "source_events",
     metadata,

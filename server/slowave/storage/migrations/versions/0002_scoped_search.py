@@ -1,11 +1,12 @@
-"""Scoped full-text search, longer containment keys, memory vectors for the semantic channel.
+"""Term statistics for full-text queries, longer containment keys, memory vectors (semantic channel).
 
 Revision ID: 0002
 Revises: 0001
 """
 from __future__ import annotations
 
-import hashlib
+import re
+import unicodedata
 
 import sqlalchemy as sa
 from alembic import op
@@ -16,12 +17,13 @@ branch_labels = None
 depends_on = None
 
 _KEY_CHARS = 16
+_WORD = re.compile(r"[^\W_]+")
 
 
-def _scope_token(tenant: str, scope: str) -> str:
-    # Kept identical to slowave.storage.repository.scope_token (a migration must not import app code
-    # that may change later).
-    return "scope" + hashlib.sha256(f"{tenant}\x1f{scope}".encode()).hexdigest()[:20]
+def _words(text: str) -> list[str]:
+    # As slowave.domain.relevance.tokens at the time of writing (migrations never import app code).
+    folded = "".join(ch for ch in unicodedata.normalize("NFKD", text.casefold()) if not unicodedata.combining(ch))
+    return [w[:128] for w in _WORD.findall(folded)]
 
 
 def upgrade() -> None:
@@ -44,23 +46,24 @@ def upgrade() -> None:
     )
     op.create_index("ix_memory_vectors_scope", "memory_vectors", ["tenant", "scope", "encoder_id", "number"])
 
-    if bind.dialect.name == "sqlite":
-        # The index now carries a per-scope token, so a query is restricted to its scope inside FTS5.
-        op.execute("DROP TABLE memories_fts")
-        op.execute(
-            "CREATE VIRTUAL TABLE memories_fts USING fts5(content, scope_key, tokenize = 'unicode61 remove_diacritics 2')"
-        )
-        op.execute("CREATE VIRTUAL TABLE memories_vocab USING fts5vocab(memories_fts, 'row')")
-        insert = sa.text("INSERT INTO memories_fts(rowid, content, scope_key) VALUES (:n, :c, :k)")
-        for row in bind.execute(sa.select(memories.c.number, memories.c.tenant, memories.c.scope, memories.c.content)).all():
-            bind.execute(insert, {"n": row.number, "c": row.content, "k": _scope_token(row.tenant, row.scope)})
+    # Document frequency of each word: queries leave out words too common to be worth scoring.
+    # (FTS5's own vocabulary table counts a word's documents by reading its whole doclist.)
+    op.create_table(
+        "term_stats",
+        sa.Column("term", sa.String(length=128), nullable=False),
+        sa.Column("docs", sa.Integer(), nullable=False),
+        sa.PrimaryKeyConstraint("term"),
+    )
+    counts: dict[str, int] = {}
+    for row in bind.execute(sa.select(memories.c.content)).all():
+        for term in set(_words(row.content)):
+            counts[term] = counts.get(term, 0) + 1
+    if counts:
+        stats = sa.table("term_stats", sa.column("term", sa.String), sa.column("docs", sa.Integer))
+        bind.execute(stats.insert(), [{"term": k, "docs": v} for k, v in counts.items()])
 
 
 def downgrade() -> None:
     op.drop_index("ix_memory_vectors_scope", table_name="memory_vectors")
     op.drop_table("memory_vectors")
-    if op.get_bind().dialect.name == "sqlite":
-        op.execute("DROP TABLE memories_vocab")
-        op.execute("DROP TABLE memories_fts")
-        op.execute("CREATE VIRTUAL TABLE memories_fts USING fts5(content, tokenize = 'unicode61 remove_diacritics 2')")
-        op.execute("INSERT INTO memories_fts(rowid, content) SELECT number, content FROM memories")
+    op.drop_table("term_stats")
