@@ -37,8 +37,11 @@ node_modules/.package-lock.json: package.json package-lock.json
 lint-proto: node_modules/.package-lock.json
 	npx --no-install buf lint
 
+# The whole suite on SQLite, then everything that talks to a database again on a PostgreSQL cluster
+# the run starts itself from the machine's binaries (skipped, loudly, where they are missing).
 test: install lint-proto
 	$(BIN)/python -m pytest
+	SLOWAVE_TEST_BACKEND=postgresql $(BIN)/python -m pytest tests/integration
 
 # Retrieval-quality benchmark (full run, lexical and semantic): writes bench/results/quality.{md,png}.
 bench-quality: install

@@ -1,8 +1,34 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from tests import support
+from tests.postgres import PostgresCluster, find_bindir
 from tests.support import Server, new_scope, start_test_server
+
+BACKEND = os.environ.get("SLOWAVE_TEST_BACKEND", "sqlite")
+
+
+def pytest_report_header(config):  # noqa: ANN001, ANN201
+    return f"slowave test database backend: {BACKEND}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def database_backend():
+    """SLOWAVE_TEST_BACKEND=postgresql runs the suite on a PostgreSQL cluster this run starts."""
+    if BACKEND != "postgresql":
+        yield BACKEND
+        return
+    bindir = find_bindir()
+    if bindir is None:
+        pytest.skip("PostgreSQL binaries (initdb, pg_ctl, postgres) not found: the PostgreSQL suite is SKIPPED; "
+                    "install the Debian package `postgresql` to run it")
+    cluster = PostgresCluster(bindir).start()
+    support.use_database_factory(lambda _tmp: cluster.new_database())
+    yield cluster
+    cluster.destroy()
 
 
 @pytest.fixture(scope="session")

@@ -58,13 +58,25 @@ class Server:
         Queued background consolidation is drained first, so only the request under test can
         change the picture between two snapshots.
         """
-        consolidate_pending(self.running.ctx)
+        self.consolidate()
         with self.running.ctx.db.transaction() as repo:
             return {"counts": repo.table_counts(), "ledger": [tuple(r) for r in repo.ledger_rows()],
                     "sessions": [tuple(r) for r in repo.list_sessions(None, None, 10_000)]}
 
     def consolidate(self) -> int:
-        return consolidate_pending(self.running.ctx)
+        """Drains the consolidation queue, including an entry the background worker holds (on
+        PostgreSQL it is skipped, not waited for, by a second consumer)."""
+        done = consolidate_pending(self.running.ctx)
+        wait_until(lambda: self._pending_consolidations() == 0, timeout=60, what="consolidation queue to drain")
+        return done
+
+    def _pending_consolidations(self) -> int:
+        from sqlalchemy import func, select
+
+        from slowave.storage.tables import consolidation_queue as q
+
+        with self.running.ctx.db.transaction() as repo:
+            return repo.conn.execute(select(func.count()).select_from(q).where(q.c.done_at.is_(None))).scalar_one()
 
     def admin(self, *args: str) -> str:
         env = {**os.environ, "SLOWAVE_DATABASE_URL": self.database_url}
@@ -77,8 +89,22 @@ class Server:
         self.running.stop(grace=5)
 
 
+_database_factory: Callable[[Path], str] = lambda tmp_path: f"sqlite:///{tmp_path / 'slowave.db'}"
+
+
+def use_database_factory(factory: Callable[[Path], str]) -> None:
+    """Where test servers keep their data: a SQLite file (default) or a fresh PostgreSQL database."""
+    global _database_factory
+    _database_factory = factory
+
+
+def new_database_url(tmp_path: Path) -> str:
+    return _database_factory(tmp_path)
+
+
 def start_test_server(tmp_path: Path, **overrides: Any) -> Server:
-    url = overrides.pop("database_url", None) or f"sqlite:///{tmp_path / 'slowave.db'}"
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    url = overrides.pop("database_url", None) or new_database_url(tmp_path)
     settings = Settings(listen_addr="127.0.0.1:0", database_url=url, metrics_addr="127.0.0.1:0",
                         consolidation_poll_seconds=0.2, gauge_refresh_seconds=0.2, **overrides)
     return Server(start_server(settings), url)

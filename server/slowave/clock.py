@@ -12,3 +12,22 @@ class Clock(Protocol):
 class SystemClock:
     def now(self) -> datetime:
         return datetime.now(timezone.utc)
+
+
+class DatabaseClock:
+    """The database server's clock (spec 2.6: with replicas, times come from one clock)."""
+
+    def __init__(self, engine) -> None:  # noqa: ANN001
+        self.engine = engine
+
+    def now(self) -> datetime:
+        from sqlalchemy import text
+        from sqlalchemy.exc import DBAPIError
+
+        from slowave.domain.errors import StorageUnavailable
+
+        try:
+            with self.engine.connect() as conn:
+                return conn.execute(text("SELECT clock_timestamp()")).scalar_one().astimezone(timezone.utc)
+        except DBAPIError as exc:
+            raise StorageUnavailable("the database is unavailable; retry shortly") from exc

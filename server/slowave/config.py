@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slowave.storage.database import PoolOptions
+
 log = logging.getLogger(__name__)
 
 DEFAULT_IDLE_TIMEOUT = 3600
@@ -67,6 +69,7 @@ class Settings:
     tenant: str = "local"
     """The single local tenant (API keys map callers to tenants in a later version)."""
     limits: RetrievalLimits = field(default_factory=RetrievalLimits)
+    pool: PoolOptions = field(default_factory=PoolOptions)
 
     @property
     def reaper_interval(self) -> float:
@@ -86,6 +89,12 @@ class Settings:
         kwargs["session_idle_timeout"] = parse_idle_timeout(env.get("SLOWAVE_SESSION_IDLE_TIMEOUT"))
         if env.get("SLOWAVE_SEMANTIC"):
             kwargs["semantic"] = env["SLOWAVE_SEMANTIC"].strip().lower() in ("1", "on", "true", "yes")
+        pool = {key: cast(env[var]) for var, key, cast in (
+            ("SLOWAVE_DB_POOL_SIZE", "size", int), ("SLOWAVE_DB_POOL_OVERFLOW", "overflow", int),
+            ("SLOWAVE_DB_POOL_TIMEOUT", "timeout", float), ("SLOWAVE_DB_CONNECT_TIMEOUT", "connect_timeout", int),
+            ("SLOWAVE_DB_POOL_RECYCLE", "recycle", int)) if env.get(var)}
+        if pool:
+            kwargs["pool"] = PoolOptions(**pool)
         if env.get("SLOWAVE_MAX_WORKERS"):
             kwargs["max_workers"] = int(env["SLOWAVE_MAX_WORKERS"])
         if env.get("SLOWAVE_MAX_CONCURRENT_RPCS"):

@@ -14,7 +14,7 @@ from grpc_reflection.v1alpha import reflection
 
 from slowave.api.metrics import Metrics, MetricsInterceptor
 from slowave.api.servicer import MemoryServicer
-from slowave.clock import Clock, SystemClock
+from slowave.clock import Clock, DatabaseClock, SystemClock
 from slowave.config import Settings
 from slowave.embedding import load_semantic_channel
 from slowave.service.consolidation import Consolidator
@@ -67,9 +67,11 @@ class RunningServer:
 
 
 def start_server(settings: Settings, clock: Clock | None = None) -> RunningServer:
-    db = Database(settings.database_url)
+    db = Database(settings.database_url, settings.pool)
     db.migrate()
-    ctx = ServiceContext(db=db, settings=settings, clock=clock or SystemClock(),
+    if clock is None:
+        clock = DatabaseClock(db.engine) if db.dialect == "postgresql" else SystemClock()
+    ctx = ServiceContext(db=db, settings=settings, clock=clock,
                          semantic=load_semantic_channel(settings.semantic))
     metrics = Metrics()
     consolidator = Consolidator(ctx)

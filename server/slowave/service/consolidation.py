@@ -37,6 +37,7 @@ def consolidate_session(repo: Repository, tenant: str, session_id: str, now, sem
         return  # a reaped session without an outcome summary yields no derived memory
     summary = session.outcome_summary
     summary_hash = claim_hash(summary)
+    repo.lock_claims_of_scope(tenant, session.scope)
     existing = repo.find_active_claim(tenant, session.scope, "lesson", summary)
     if existing is not None:
         number, created = existing.number, False

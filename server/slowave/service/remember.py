@@ -25,6 +25,7 @@ def remember(ctx: ServiceContext, tenant: str, cmd: RememberCommand) -> list[r.R
         # The session lock makes "state check plus store" atomic: no claim lands in an ended session.
         session, refusal = open_session_in_scope(repo, tenant, cmd.session_id, cmd.scope, now)
         if refusal is None:
+            repo.lock_claims_of_scope(tenant, session.scope)
             store = ClaimStore(repo, tenant, session.id, session.scope, now, encoder_id)
             if cmd.batch:
                 stored = store.batch(claims, vectors)

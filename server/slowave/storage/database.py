@@ -4,12 +4,13 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError, TimeoutError as PoolTimeout
 
 from slowave.domain.errors import StorageUnavailable
 from slowave.storage.repository import Repository
@@ -18,10 +19,30 @@ log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).with_name("migrations")
 
 
-def create_database_engine(url: str, *, pool_size: int = 10) -> Engine:
+@dataclass(frozen=True)
+class PoolOptions:
+    """Connection pool of a server database (PostgreSQL); SQLite needs none of it."""
+
+    size: int = 10
+    """Connections kept open per replica (SLOWAVE_DB_POOL_SIZE)."""
+    overflow: int = 10
+    """Extra connections under load (SLOWAVE_DB_POOL_OVERFLOW)."""
+    timeout: float = 5.0
+    """Seconds a request waits for a free connection before failing UNAVAILABLE (SLOWAVE_DB_POOL_TIMEOUT)."""
+    connect_timeout: int = 5
+    """Seconds to establish a connection (SLOWAVE_DB_CONNECT_TIMEOUT)."""
+    recycle: int = 1800
+    """Connections older than this are replaced (SLOWAVE_DB_POOL_RECYCLE)."""
+
+
+def create_database_engine(url: str, pool: PoolOptions | None = None) -> Engine:
     if url.startswith("sqlite"):
         return _sqlite_engine(url)
-    return create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    pool = pool or PoolOptions()
+    # pre-ping: a connection broken by a database restart is replaced instead of failing a request.
+    return create_engine(url, pool_size=pool.size, max_overflow=pool.overflow, pool_timeout=pool.timeout,
+                         pool_recycle=pool.recycle, pool_pre_ping=True,
+                         connect_args={"connect_timeout": pool.connect_timeout})
 
 
 def _sqlite_engine(url: str) -> Engine:
@@ -53,9 +74,9 @@ def _sqlite_engine(url: str) -> Engine:
 class Database:
     """The storage adapter's entry point: migrations and transactions."""
 
-    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+    def __init__(self, url: str, pool: PoolOptions | None = None) -> None:
         self.url = url
-        self.engine = create_database_engine(url, pool_size=pool_size)
+        self.engine = create_database_engine(url, pool)
         self.dialect = self.engine.dialect.name
 
     def migrate(self) -> None:
@@ -76,6 +97,8 @@ class Database:
         except OperationalError as exc:
             log.warning("database unavailable: %s", exc.orig)
             raise StorageUnavailable("the database is unavailable; retry shortly") from exc
+        except PoolTimeout as exc:
+            raise StorageUnavailable("no database connection became free in time; retry shortly") from exc
         except DBAPIError as exc:
             if exc.connection_invalidated:
                 raise StorageUnavailable("the database connection was lost; retry shortly") from exc

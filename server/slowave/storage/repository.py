@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, select, text, update
 
-from slowave.domain.relevance import word_set
+from slowave.domain.relevance import tokens, word_set
 from slowave.domain.text import normalize_claim
 from slowave.storage import tables as t
 
@@ -202,7 +202,17 @@ class Repository:
             self.conn.execute(text("INSERT INTO memories_fts(rowid, content) VALUES (:n, :c)"), [
                 {"n": n, "c": row["content"]} for n, row in zip(numbers, rows)
             ])
+        else:  # PostgreSQL indexes the service's own words, so both backends match the same terms
+            self.conn.execute(text("UPDATE memories SET content_tsv = to_tsvector('simple', :w) WHERE number = :n"), [
+                {"n": n, "w": " ".join(tokens(row["content"]))} for n, row in zip(numbers, rows)
+            ])
         return numbers
+
+    def lock_claims_of_scope(self, tenant: str, scope: str) -> None:
+        """Serialises claim creation in one scope across replicas (transaction-scoped advisory lock);
+        SQLite transactions already hold the database write lock."""
+        if self.dialect == "postgresql":
+            self.conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"), {"k": f"claims:{tenant}:{scope}"})
 
     def _count_terms(self, contents: Iterable[str]) -> None:
         counts: dict[str, int] = {}
@@ -253,24 +263,31 @@ class Repository:
         return {r.term: r.docs for r in self.conn.execute(_TERM_DOCS, {"terms": [w[:128] for w in terms]})}
 
     def lexical_matches(self, tenant: str, scope: str, terms: Sequence[str], limit: int) -> list[Row]:
-        """Memories of the scope containing any of the terms, best bm25 first.
+        """Memories of the scope containing any of the terms, best first.
 
         Active memories, plus memories retired as superseded (their replacements stand in).
-        Returns memory rows with `rank`, the bm25 score (lower is better). Terms are
-        quoted, so nothing in a cue is read as query syntax.
+        Returns memory rows with `rank`: SQLite's bm25, or PostgreSQL's ts_rank_cd scaled and
+        negated to the same convention (lower is better). Terms are quoted or passed as
+        parameters, so nothing in a cue is read as query syntax.
         """
-        # The scope is applied by the join (primary-key lookups per match): an AND with a per-scope
-        # token inside FTS5 walks the whole scope's doclist and costs more than it saves.
-        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in terms)
-        stmt = text(
-            """
-            SELECT {columns}, bm25(memories_fts) AS rank
-            FROM memories_fts JOIN memories m ON m.number = memories_fts.rowid
-            WHERE memories_fts MATCH :q AND m.tenant = :tenant AND m.scope = :scope
-              AND (m.status = 'active' OR m.stale_reason = 'superseded')
-            ORDER BY rank LIMIT :limit
-            """.format(columns=", ".join(f"m.{c}" for c in _MEMORY_VIEW))
-        )
+        columns = ", ".join(f"m.{c}" for c in _MEMORY_VIEW)
+        where = "m.tenant = :tenant AND m.scope = :scope AND (m.status = 'active' OR m.stale_reason = 'superseded')"
+        if self.dialect == "postgresql":
+            stmt = text(
+                f"SELECT {columns}, -10 * ts_rank_cd(m.content_tsv, q) AS rank "
+                f"FROM memories m, to_tsquery('simple', :q) q WHERE m.content_tsv @@ q AND {where} "
+                f"ORDER BY rank, m.number LIMIT :limit"
+            )
+            match = " | ".join(terms)  # tokens are letters and digits only
+        else:
+            # The scope is applied by the join (primary-key lookups per match): an AND with a
+            # per-scope token inside FTS5 walks the whole scope's doclist and costs more than it saves.
+            stmt = text(
+                f"SELECT {columns}, bm25(memories_fts) AS rank FROM memories_fts "
+                f"JOIN memories m ON m.number = memories_fts.rowid WHERE memories_fts MATCH :q AND {where} "
+                f"ORDER BY rank LIMIT :limit"
+            )
+            match = " OR ".join('"' + w.replace('"', '""') + '"' for w in terms)
         return list(self.conn.execute(stmt, {"q": match, "tenant": tenant, "scope": scope, "limit": limit}))
 
     def contained_matches(self, tenant: str, scope: str, cues: Sequence[str]) -> list[Row]:

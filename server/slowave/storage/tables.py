@@ -22,6 +22,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy import text
 from sqlalchemy.types import TypeDecorator
 
 
@@ -106,6 +107,9 @@ memories = Table(
     Index("ix_memories_claim", "tenant", "scope", "type", "content_hash"),
     Index("ix_memories_scope_status", "tenant", "scope", "status"),
     Index("ix_memories_content_key", "tenant", "scope", "content_key"),
+    Index("uq_memories_active_claim", "tenant", "scope", "type", "content_hash", unique=True,
+          sqlite_where=text("status = 'active'"), postgresql_where=text("status = 'active'")),
+    # PostgreSQL only (migration 0004): content_tsv tsvector + GIN index, the full-text index there.
 )
 
 memory_vectors = Table(
