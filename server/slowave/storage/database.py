@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,7 +12,8 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.exc import DBAPIError, OperationalError, TimeoutError as PoolTimeout
+from sqlalchemy.pool import QueuePool
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError, TimeoutError as PoolTimeout
 
 from slowave.domain.errors import StorageUnavailable
 from slowave.storage.repository import Repository
@@ -47,12 +50,21 @@ def create_database_engine(url: str, pool: PoolOptions | None = None) -> Engine:
 
 def _sqlite_engine(url: str) -> Engine:
     path = url.split("///", 1)[-1]
-    if path and path != ":memory:":
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+    if not path or path == ":memory:":
+        raise ValueError("the SQLite store must be a file: sqlite:///path/to/slowave.db")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    sqlite3.connect(path).close()  # create it once; afterwards connections never create a file
+
+    def connect() -> sqlite3.Connection:
+        # mode=rw: a store that disappeared is an outage (UNAVAILABLE), not a fresh empty database.
+        return sqlite3.connect(f"file:{path}?mode=rw", uri=True, check_same_thread=False, timeout=30)
+
+    # An explicit QueuePool: with a creator and a bare "sqlite://" URL SQLAlchemy would pick its
+    # in-memory-database pool (one connection per thread, recycled arbitrarily).
+    engine = create_engine("sqlite://", creator=connect, poolclass=QueuePool, pool_size=8, max_overflow=16)
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection, _record) -> None:  # noqa: ANN001
+    def _on_connect(dbapi_connection, record) -> None:  # noqa: ANN001
         # Let SQLAlchemy's "begin" event issue BEGIN itself (pysqlite's implicit BEGIN is deferred).
         dbapi_connection.isolation_level = None
         cur = dbapi_connection.cursor()
@@ -61,6 +73,15 @@ def _sqlite_engine(url: str) -> Engine:
         cur.execute("PRAGMA busy_timeout=30000")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.close()
+        record.info["file"] = _identity(path)
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(_dbapi_connection, record, _proxy) -> None:  # noqa: ANN001
+        # An open connection keeps working on a file that was replaced, moved or deleted under it;
+        # noticing that here makes the pool reconnect, which then fails cleanly (UNAVAILABLE) or
+        # finds the restored file (recovery without a restart).
+        if record.info.get("file") != _identity(path):
+            raise DisconnectionError("the SQLite database file changed or disappeared")
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn) -> None:  # noqa: ANN001
@@ -69,6 +90,14 @@ def _sqlite_engine(url: str) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 class Database:
@@ -100,8 +129,11 @@ class Database:
         except PoolTimeout as exc:
             raise StorageUnavailable("no database connection became free in time; retry shortly") from exc
         except DBAPIError as exc:
-            if exc.connection_invalidated:
-                raise StorageUnavailable("the database connection was lost; retry shortly") from exc
+            if exc.connection_invalidated or type(exc.orig) is sqlite3.DatabaseError:
+                # sqlite3.DatabaseError itself (not a subclass): the file is not, or no longer, a
+                # readable database ("file is not a database", "disk image is malformed").
+                log.warning("database unavailable: %s", exc.orig)
+                raise StorageUnavailable("the database is unavailable; retry shortly") from exc
             raise
 
     def dispose(self) -> None:
