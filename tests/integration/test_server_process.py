@@ -71,13 +71,21 @@ def test_sigterm_drains_and_keeps_acknowledged_writes(server_process):
            "SLOWAVE_DATA_DIR": str(tmp_path / "data")}
     env.pop("SLOWAVE_DATABASE_URL", None)
     again = subprocess.Popen([proc.args[0]], env=env, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    lines2: list[str] = []
+    # Keep draining its log, or a full pipe would block the server.
+    threading.Thread(target=lambda: lines2.extend(iter(again.stderr.readline, "")), daemon=True).start()
     try:
-        first = again.stderr.readline
-        port2 = int(wait_until(lambda: re.search(r"on port (\d+)", first()), timeout=60, what="restart").group(1))
+        match = wait_until(lambda: next((m for l in list(lines2) if (m := re.search(r"on port (\d+)", l))), None),
+                           timeout=60, what="restart")
+        port2 = int(match.group(1))
         stub2 = pb_grpc.MemoryServiceStub(grpc.insecure_channel(f"127.0.0.1:{port2}"))
         task = " ".join(f"Claim number {i}" for i in range(5))
         b = activate(stub2, scope, task=task, page_size=10)
         assert sorted(m.memory_id for m in b.memories) == sorted(acknowledged)
     finally:
         again.send_signal(signal.SIGTERM)
-        again.wait(timeout=60)
+        try:
+            again.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            again.kill()
+            again.wait(timeout=30)

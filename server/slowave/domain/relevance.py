@@ -6,6 +6,7 @@ verbatim is always admitted) holds whatever the blend says.
 """
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -78,9 +79,31 @@ def bm25_strength(rank: float | None) -> float:
     return r / (r + 1.0)
 
 
-def memory_relevance(cue: Cue, content: str, rank: float | None) -> float:
+TOTAL_DOCS_TERM = ""  # the term_stats row counting all documents (no word is empty)
+
+
+def term_weights(doc_counts: dict[str, int]) -> dict[str, float]:
+    """Inverse document frequency of the cue's words that occur in the store at all (a word that
+    occurs nowhere cannot tell two memories apart)."""
+    total = max(doc_counts.get(TOTAL_DOCS_TERM, 0), 1)
+    return {t: math.log(1 + total / (1 + d)) for t, d in doc_counts.items() if t != TOTAL_DOCS_TERM and d > 0}
+
+
+def cue_coverage(weights: dict[str, float], text: str) -> float:
+    """Share of the cue's specificity the item carries: rare words of the cue count most, function
+    words hardly at all. Complements `coverage`, which favours short items."""
+    total = sum(weights.values())
+    if not total:
+        return 0.0
+    return sum(w for t, w in weights.items() if t in word_set(text)) / total
+
+
+def memory_relevance(cue: Cue, content: str, rank: float | None, weights: dict[str, float] | None = None) -> float:
+    """Lexical relevance: how completely the cue and the claim cover each other, plus bm25."""
     # A cue that contains the whole claim covers all of it, whatever its word breaks.
     covered = 1.0 if cue.contains(content) else coverage(cue.token_set, content)
+    if weights:
+        covered = max(covered, cue_coverage(weights, content))
     return precise(_COVERAGE_WEIGHT * covered + _BM25_WEIGHT * bm25_strength(rank))
 
 
@@ -89,8 +112,10 @@ def text_relevance(cue: Cue, *texts: str) -> float:
     return precise(max((coverage(cue.token_set, t) for t in texts if t), default=0.0))
 
 
-SEMANTIC_FLOOR_COSINE = 0.15
-SEMANTIC_SPAN = 0.7
+# Calibrated on the retrieval benchmark for all-MiniLM-L6-v2: a cosine of 0.30 (a typical true
+# paraphrase) reaches the admission threshold; 0.67 and above is full strength.
+SEMANTIC_FLOOR_COSINE = 0.10
+SEMANTIC_SPAN = 0.57
 
 
 def semantic_strength(cosine: float) -> float:

@@ -17,7 +17,16 @@ from slowave.domain.identifiers import episode_id, event_id, memory_id, new_curs
 from slowave.domain.learning import RETRIEVAL_POLICY_VERSION, memory_learned, precise, procedure_learned
 from slowave.domain.learning import ProcedureEvidence as EvidenceCounters
 from slowave.domain.procedure_capture import served_caveats
-from slowave.domain.relevance import Cue, admits, fused_relevance, memory_relevance, specific_terms, text_relevance
+from slowave.domain.relevance import (
+    TOTAL_DOCS_TERM,
+    Cue,
+    admits,
+    fused_relevance,
+    memory_relevance,
+    specific_terms,
+    term_weights,
+    text_relevance,
+)
 from slowave.domain.scope import fragmentation_key
 from slowave.domain.structs import contexts_match
 from slowave.service import results as r
@@ -43,8 +52,9 @@ def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limi
                        semantic: SemanticChannel | None, query_vector: Any) -> tuple[list[_Candidate], dict[int, Row]]:
     """Candidates from the full-text index (always), the containment floor, and — when enabled —
     the semantic channel; each scored by (fused) relevance and admitted on threshold or floor."""
-    doc_counts = repo.term_statistics(sorted(cue.token_set))
+    doc_counts = repo.term_statistics([TOTAL_DOCS_TERM, *sorted(cue.token_set)])
     terms = specific_terms(cue.token_set, doc_counts, limits.lexical_doc_budget)
+    weights = term_weights(doc_counts)
     ranks: dict[int, float | None] = {}
     rows: dict[int, Row] = {}
     for row in repo.lexical_matches(tenant, scope, terms, limits.lexical_candidates) if terms else []:
@@ -62,7 +72,7 @@ def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limi
     admitted = {}
     for n in ranks:
         content = rows[n].content
-        lexical = memory_relevance(cue, content, ranks[n])
+        lexical = memory_relevance(cue, content, ranks[n], weights)
         rel = fused_relevance(lexical, cosines.get(n, -1.0) if semantic is not None else None)
         if admits(cue, rel, content):
             admitted[n] = rel

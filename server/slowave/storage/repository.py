@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, select, text, update
 
-from slowave.domain.relevance import tokens, word_set
+from slowave.domain.relevance import TOTAL_DOCS_TERM, tokens, word_set
 from slowave.domain.text import normalize_claim
 from slowave.storage import tables as t
 
@@ -217,6 +217,7 @@ class Repository:
     def _count_terms(self, contents: Iterable[str]) -> None:
         counts: dict[str, int] = {}
         for content in contents:
+            counts[TOTAL_DOCS_TERM] = counts.get(TOTAL_DOCS_TERM, 0) + 1
             for term in word_set(content):
                 counts[term[:128]] = counts.get(term[:128], 0) + 1
         if counts:

@@ -54,8 +54,9 @@ def upgrade() -> None:
         sa.Column("docs", sa.Integer(), nullable=False),
         sa.PrimaryKeyConstraint("term"),
     )
-    counts: dict[str, int] = {}
+    counts: dict[str, int] = {"": 0}  # "" counts all documents
     for row in bind.execute(sa.select(memories.c.content)).all():
+        counts[""] += 1
         for term in set(_words(row.content)):
             counts[term] = counts.get(term, 0) + 1
     if counts:
