@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test install lint-proto clean bench-quality
+.PHONY: serve test install lint-proto clean bench-quality bench-scale
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,10 +43,16 @@ test: install lint-proto
 	$(BIN)/python -m pytest
 	SLOWAVE_TEST_BACKEND=postgresql $(BIN)/python -m pytest tests/integration
 
-# Retrieval-quality benchmark (full run, lexical and semantic): writes bench/results/quality.{md,png}.
+# Retrieval-quality benchmark (full run, lexical and semantic, learning curves) followed by the
+# Activate latency at 1k / 10k / 100k memories: writes bench/results/quality.{md,png} and scale.md.
 bench-quality: install
 	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python bench/quality.py
+	$(BIN)/python bench/scale.py
+
+# Only the Activate latency at 1k / 10k / 100k memories in one scope: writes bench/results/scale.md.
+bench-scale: install
+	$(BIN)/python bench/scale.py
 
 clean:
 	rm -rf $(VENV) node_modules data .pytest_cache
