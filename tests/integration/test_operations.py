@@ -359,12 +359,14 @@ def test_graceful_shutdown_lets_in_flight_calls_finish(make_server):
         return sum(s.value for metric in srv.running.metrics.started.collect() for s in metric.samples
                    if s.name == "grpc_server_started_total" and s.labels == labels)
 
-    # Hold the database's write lock so that every Remember is provably still in flight when the
-    # shutdown begins; release it only once the server has started draining.
+    # Hold a lock every Remember of the session needs (SQLite: the database write lock, taken by
+    # BEGIN IMMEDIATE; PostgreSQL: the session row lock) so that every call is provably still in
+    # flight when the shutdown begins; release it only once the server has started draining.
     holder = Database(url)
     stopper = threading.Thread(target=lambda: srv.running.stop(grace=10), name="stopper")
     with ThreadPoolExecutor(max_workers=calls) as pool:
-        with holder.transaction():
+        with holder.transaction() as held:
+            held.get_session("local", a.session_id, lock=True)
             futures = [pool.submit(remember_batch, i) for i in range(calls)]
             wait_until(lambda: started() >= calls, timeout=60, what="all Remember calls to reach the server")
             assert not any(f.done() for f in futures), "the calls must still be in flight"
