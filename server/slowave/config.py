@@ -39,7 +39,7 @@ class RetrievalLimits:
     memory_page_budget_bytes: int = 12 * 1024
     procedure_page_budget_bytes: int = 24 * 1024
     lexical_candidates: int = 64
-    lexical_doc_budget: int = 1000
+    lexical_doc_budget: int = 400
     """Documents the full-text index may score per query (rarest words first); bounds its cost."""
     semantic_candidates: int = 100
 

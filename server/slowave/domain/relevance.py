@@ -133,22 +133,33 @@ def fused_relevance(lexical: float, cosine: float | None) -> float:
     return precise(1 - (1 - lexical) * (1 - semantic_strength(cosine)))
 
 
-def specific_terms(terms: frozenset[str], doc_counts: dict[str, int], budget_docs: int = 1000) -> list[str]:
-    """The cue words worth asking the full-text index for, rarest first, within a document budget.
+@dataclass(frozen=True)
+class LexicalQuery:
+    terms: list[str]
+    require_all: bool  # AND instead of OR
 
-    The index scores every document that contains a queried word, so the cost of a query is the sum
-    of its words' document counts. Words are taken rarest first (the most specific, which also weigh
-    most in bm25) while that sum stays within `budget_docs`; the rarest word is always taken. Words
-    left out still count in relevance, and the containment floor does not depend on them.
+
+def lexical_query(terms: frozenset[str], doc_counts: dict[str, int], budget_docs: int = 400) -> LexicalQuery | None:
+    """What to ask the full-text index: the cue's rarest words, within a document budget.
+
+    The index scores every document that contains a queried word, so a query costs the sum of its
+    words' document counts. Words are taken rarest first (the most specific, which also weigh most
+    in bm25) while that sum stays within `budget_docs` (any of them may match). When even the
+    rarest word is too common, documents must contain the two or three rarest words together.
+    Words left out still count in relevance, and the containment floor does not depend on them.
     """
     present = sorted((doc_counts[t], t) for t in terms if doc_counts.get(t, 0) > 0)
+    if not present:
+        return None
+    if present[0][0] > budget_docs:
+        return LexicalQuery(sorted(t for _, t in present[:3]), require_all=True)
     chosen, used = [], 0
     for docs, term in present:
-        if chosen and used + docs > budget_docs:
+        if used + docs > budget_docs:
             break
         chosen.append(term)
         used += docs
-    return sorted(chosen)
+    return LexicalQuery(sorted(chosen), require_all=False)
 
 
 def admits(cue: Cue, relevance: float, text: str) -> bool:

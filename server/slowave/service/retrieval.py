@@ -23,7 +23,7 @@ from slowave.domain.relevance import (
     admits,
     fused_relevance,
     memory_relevance,
-    specific_terms,
+    lexical_query,
     term_weights,
     text_relevance,
 )
@@ -53,11 +53,12 @@ def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limi
     """Candidates from the full-text index (always), the containment floor, and — when enabled —
     the semantic channel; each scored by (fused) relevance and admitted on threshold or floor."""
     doc_counts = repo.term_statistics([TOTAL_DOCS_TERM, *sorted(cue.token_set)])
-    terms = specific_terms(cue.token_set, doc_counts, limits.lexical_doc_budget)
+    query = lexical_query(cue.token_set, doc_counts, limits.lexical_doc_budget)
     weights = term_weights(doc_counts)
     ranks: dict[int, float | None] = {}
     rows: dict[int, Row] = {}
-    for row in repo.lexical_matches(tenant, scope, terms, limits.lexical_candidates) if terms else []:
+    matches = repo.lexical_matches(tenant, scope, query.terms, limits.lexical_candidates, query.require_all) if query else []
+    for row in matches:
         ranks[row.number], rows[row.number] = row.rank, row
     for row in repo.contained_matches(tenant, scope, cue.normalized_parts):
         ranks.setdefault(row.number, None)

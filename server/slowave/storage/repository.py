@@ -263,8 +263,9 @@ class Repository:
             return {}
         return {r.term: r.docs for r in self.conn.execute(_TERM_DOCS, {"terms": [w[:128] for w in terms]})}
 
-    def lexical_matches(self, tenant: str, scope: str, terms: Sequence[str], limit: int) -> list[Row]:
-        """Memories of the scope containing any of the terms, best first.
+    def lexical_matches(self, tenant: str, scope: str, terms: Sequence[str], limit: int,
+                        require_all: bool = False) -> list[Row]:
+        """Memories of the scope containing any (or, with `require_all`, all) of the terms, best first.
 
         Active memories, plus memories retired as superseded (their replacements stand in).
         Returns memory rows with `rank`: SQLite's bm25, or PostgreSQL's ts_rank_cd scaled and
@@ -279,7 +280,7 @@ class Repository:
                 f"FROM memories m, to_tsquery('simple', :q) q WHERE m.content_tsv @@ q AND {where} "
                 f"ORDER BY rank, m.number LIMIT :limit"
             )
-            match = " | ".join(terms)  # tokens are letters and digits only
+            match = (" & " if require_all else " | ").join(terms)  # tokens are letters and digits only
         else:
             # The scope is applied by the join (primary-key lookups per match): an AND with a
             # per-scope token inside FTS5 walks the whole scope's doclist and costs more than it saves.
@@ -288,7 +289,7 @@ class Repository:
                 f"JOIN memories m ON m.number = memories_fts.rowid WHERE memories_fts MATCH :q AND {where} "
                 f"ORDER BY rank LIMIT :limit"
             )
-            match = " OR ".join('"' + w.replace('"', '""') + '"' for w in terms)
+            match = (" AND " if require_all else " OR ").join('"' + w.replace('"', '""') + '"' for w in terms)
         return list(self.conn.execute(stmt, {"q": match, "tenant": tenant, "scope": scope, "limit": limit}))
 
     def contained_matches(self, tenant: str, scope: str, cues: Sequence[str]) -> list[Row]:
