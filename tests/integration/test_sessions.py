@@ -18,6 +18,7 @@ import pytest
 from slowave import config
 from slowave.config import Settings
 from tests.support import (
+    check_error,
     ErrorDetails,
     Server,
     activate,
@@ -42,20 +43,6 @@ CLAIM_B = "Graphite runners build nightly bravo artifacts"
 
 
 # ------------------------------------------------------------------------------------------ helpers
-
-
-def check_error(err: ErrorDetails, status: grpc.StatusCode, reason: str, code: str, retryable: bool,
-                paths: list[str] | None = None) -> None:
-    """Spec 4.2: status, one ErrorInfo (domain, reason, metadata code/retryable), BadRequest iff paths."""
-    assert err.code == status, (err.code, err.message, err.violations)
-    assert err.has_error_info, "the status carries no google.rpc.ErrorInfo"
-    assert err.domain == DOMAIN
-    assert err.reason == reason, (err.reason, err.message)
-    assert err.metadata == {"code": code, "retryable": "true" if retryable else "false"}
-    if paths is None:
-        assert err.violations == [], f"unexpected BadRequest: {err.violations}"
-    else:
-        assert sorted(err.paths) == sorted(paths), err.violations
 
 
 def session_row(srv: Server, session_id: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from google.protobuf import struct_pb2
 
 from slowave.storage import tables
 from tests.support import (
+    check_error,
     ErrorDetails,
     activate,
     commit,
@@ -38,20 +39,6 @@ SESSION_COLUMNS = list(tables.sessions.c.keys())
 
 
 # ------------------------------------------------------------------------------------------ helpers
-
-
-def check_error(err: ErrorDetails, status: grpc.StatusCode, reason: str, code: str, retryable: bool,
-                paths: list[str] | None = None) -> None:
-    """Spec 4.2: status, one ErrorInfo (domain, reason, metadata code/retryable), BadRequest iff paths."""
-    assert err.code == status, (err.code, err.message, err.violations)
-    assert err.has_error_info, "the status carries no google.rpc.ErrorInfo"
-    assert err.domain == DOMAIN
-    assert err.reason == reason, (err.reason, err.message)
-    assert err.metadata == {"code": code, "retryable": "true" if retryable else "false"}
-    if paths is None:
-        assert err.violations == [], f"unexpected BadRequest: {err.violations}"
-    else:
-        assert sorted(err.paths) == sorted(paths), err.violations
 
 
 def check_invalid(err: ErrorDetails, paths: list[str]) -> None:
