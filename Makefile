@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test install lint-proto clean bench-quality bench-scale
+.PHONY: serve test install lint-proto breaking-proto clean bench-quality bench-scale
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,7 @@ $(BIN)/python:
 TORCH := torch==2.13.0
 $(STAMP): $(BIN)/python pyproject.toml $(shell find protos server -name '*.proto' -o -name '*.py' -path '*migrations*')
 	$(BIN)/pip install -q '$(TORCH)'
-	$(BIN)/pip install -q -e '.[test,semantic]'
+	$(BIN)/pip install -q -e '.[test,semantic,mcp]'
 	touch $(STAMP)
 
 # `make serve` needs only the service itself.
@@ -37,9 +37,35 @@ node_modules/.package-lock.json: package.json package-lock.json
 lint-proto: node_modules/.package-lock.json
 	npx --no-install buf lint
 
+# Compatibility guard: the protos as they are now must not break those of the previous commit
+# (`buf breaking`, the FILE rules of buf.yaml), nor those of HEAD when protos/ or buf.yaml have
+# uncommitted edits. Skipped, saying so, only where there is no previous commit; a shallow clone
+# lacking it fails. Another base: `make breaking-proto BREAKING_AGAINST=<rev>`.
+BREAKING_AGAINST ?= HEAD~1
+breaking-proto: node_modules/.package-lock.json
+	@if [ ! -e .git ]; then echo "buf breaking: SKIPPED, not a git checkout (no earlier contract to compare with)"; \
+	elif ! git rev-parse --git-dir >/dev/null; then echo "buf breaking: git cannot read this checkout" >&2; exit 1; \
+	elif ! git rev-parse -q --verify 'HEAD^{commit}' >/dev/null; then echo "buf breaking: SKIPPED, no commit yet"; \
+	else \
+	  if [ -n "$$(git status --porcelain -- protos buf.yaml)" ]; then \
+	    echo "buf breaking --against HEAD (uncommitted edits in protos/ or buf.yaml)"; \
+	    npx --no-install buf breaking --against ".git#ref=$$(git rev-parse HEAD)" || exit 1; \
+	  fi; \
+	  if base=$$(git rev-parse -q --verify '$(BREAKING_AGAINST)^{commit}'); then \
+	    echo "buf breaking --against $(BREAKING_AGAINST) ($$base)"; \
+	    npx --no-install buf breaking --against ".git#ref=$$base" || exit 1; \
+	  elif [ "$$(git rev-parse --is-shallow-repository)" = true ]; then \
+	    echo "buf breaking: $(BREAKING_AGAINST) is not in this shallow clone; deepen it (git fetch --deepen=1) or clone in full" >&2; exit 1; \
+	  else echo "buf breaking: SKIPPED, $(BREAKING_AGAINST) does not exist (HEAD is the first commit)"; fi; \
+	fi
+
+# The Node.js client (clients/node) and its pinned dependencies, for tests/integration/test_node_client.py.
+clients/node/node_modules/.package-lock.json: clients/node/package.json clients/node/package-lock.json
+	npm ci --prefix clients/node --no-audit --no-fund --ignore-scripts
+
 # The whole suite on SQLite, then everything that talks to a database again on a PostgreSQL cluster
 # the run starts itself from the machine's binaries (skipped, loudly, where they are missing).
-test: install lint-proto
+test: install lint-proto breaking-proto clients/node/node_modules/.package-lock.json
 	$(BIN)/python -m pytest
 	SLOWAVE_TEST_BACKEND=postgresql $(BIN)/python -m pytest tests/integration
 
@@ -55,4 +81,4 @@ bench-scale: install
 	$(BIN)/python bench/scale.py
 
 clean:
-	rm -rf $(VENV) node_modules data .pytest_cache
+	rm -rf $(VENV) node_modules clients/node/node_modules data .pytest_cache

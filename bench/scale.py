@@ -24,69 +24,20 @@ from pathlib import Path
 import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quality import ServerProcess  # noqa: E402  (the benchmark's server harness)
+from harness import RESULTS, ServerProcess, claims, load, pct, service_cue  # noqa: E402  (shared preload)
 
 from slowave.v1 import memory_service_pb2 as pb  # noqa: E402
 from slowave.v1 import memory_service_pb2_grpc as pb_grpc  # noqa: E402
-from slowave.v1 import resources_pb2 as res  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parent / "results"
-SERVICES = [f"{a}-{b}" for a in ("billing", "search", "ledger", "auth", "media", "notify", "report", "ingest",
-                                 "pricing", "catalog") for b in ("api", "worker", "gateway", "cron", "indexer",
-                                                                 "web", "sync", "store", "relay", "proxy")]
-PEOPLE = ["Priya Raman", "Jonas Weber", "Ana Lima", "Kenji Sato", "Fatima Noor", "Liam Chen", "Sofia Rossi"]
-TEMPLATES = [
-    "The {s} service listens on port {p} in the {env} cluster.",
-    "Decision: {s} keeps its data in Postgres {v} because of logical replication.",
-    "{person} is the on-call owner for {s} this quarter.",
-    "Lesson: restarting {s} without draining its queue lost {n} jobs during INC-{t}.",
-    "Constraint: {s} must stay below {n} requests per second per tenant.",
-    "Preference: the {s} team deploys on {day} mornings only.",
-    "{s} pins library version {v}.{n2}.{n3} after the regression tracked in PAY-{t}.",
-]
-QUERIES = [
-    "Which port does {s} use?", "Who looks after {s} at the moment?", "What database does {s} rely on?",
-    "When is {s} usually deployed?", "How much traffic can {s} take?", "Why was {s} restarted carefully?",
-]
-
-
-def claims(rng: random.Random, start: int, count: int) -> list[str]:
-    out = []
-    for i in range(start, start + count):
-        out.append(rng.choice(TEMPLATES).format(
-            s=rng.choice(SERVICES), p=rng.randint(1024, 65000), env=rng.choice(["staging", "prod", "eu", "us"]),
-            v=rng.randint(9, 17), person=rng.choice(PEOPLE), n=rng.randint(10, 5000), t=rng.randint(100, 9999),
-            day=rng.choice(["Monday", "Tuesday", "Thursday"]), n2=rng.randint(0, 30), n3=rng.randint(0, 30),
-        ) + f" (note {i})")
-    return out
-
-
-def load(stub: pb_grpc.MemoryServiceStub, scope: str, contents: list[str]) -> float:
-    session = stub.Activate(pb.ActivateRequest(task="bulk load", initial_goal="load", scope=scope), timeout=60)
-    t = time.perf_counter()
-    for i in range(0, len(contents), 100):
-        stub.Remember(pb.RememberRequest(session_id=session.session_id, scope=scope, memories=[
-            pb.RememberItem(content=c, type=res.MEMORY_TYPE_FACT) for c in contents[i:i + 100]]), timeout=120)
-    elapsed = time.perf_counter() - t
-    stub.Feedback(pb.FeedbackRequest(retrieval_id=session.retrieval_id, coverage=pb.COVERAGE_COMPLETE), timeout=60)
-    stub.Commit(pb.CommitRequest(session_id=session.session_id, final_goal="load", outcome=res.OUTCOME_SUCCESS,
-                                 outcome_summary="Bulk load finished.", verification=pb.Verification(
-                                     status=res.VERIFICATION_STATUS_UNVERIFIED, summary="n/a")), timeout=60)
-    return len(contents) / elapsed
 
 
 def measure(stub: pb_grpc.MemoryServiceStub, scope: str, rng: random.Random, n: int) -> list[float]:
     latencies = []
     for _ in range(n):
-        task = rng.choice(QUERIES).format(s=rng.choice(SERVICES))
+        task = service_cue(rng)
         t = time.perf_counter()
         stub.Activate(pb.ActivateRequest(task=task, initial_goal="look up", scope=scope), timeout=60)
         latencies.append((time.perf_counter() - t) * 1000)
     return sorted(latencies)
-
-
-def pct(values: list[float], q: float) -> float:
-    return values[min(len(values) - 1, int(q * len(values)))]
 
 
 def main() -> None:

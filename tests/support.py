@@ -1,6 +1,7 @@
 """Test helpers: a real server on a free loopback port, stubs, status details, database counts."""
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -227,4 +228,187 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 60.0, interval: fl
         time.sleep(interval)
 
 
+# ---------------------------------------------------------------------------------------- robustness
+# Helpers of the fuzz, crash-safety and overload tests (tests/integration/test_fuzz.py,
+# test_crash_safety.py, test_overload.py).
+
+
+def health_status(channel: grpc.Channel, timeout: float = 30) -> int:
+    """The server's overall health (grpc.health.v1), e.g. HealthCheckResponse.SERVING."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    return health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout).status
+
+
+def assert_serving(channel: grpc.Channel) -> None:
+    from grpc_health.v1 import health_pb2
+
+    assert health_status(channel) == health_pb2.HealthCheckResponse.SERVING
+
+
+def raw_engine(database_url: str):  # noqa: ANN201
+    """A plain engine on the test database, outside the service (no pool, no BEGIN IMMEDIATE)."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    return create_engine(database_url, poolclass=NullPool)
+
+
+@contextlib.contextmanager
+def hold_write_lock(database_url: str, session_id: str):  # noqa: ANN201
+    """Makes the server's writes wait, deterministically, until the block exits.
+
+    SQLite: the test takes the database write lock (every unit of work of the service begins
+    IMMEDIATE, so each waits for it, up to its 30 s busy timeout). PostgreSQL: the test locks the
+    named session's row, which Remember, Feedback (its activity touch) and Commit of that session
+    lock or update; other requests are not held.
+    """
+    if database_url.startswith("sqlite"):
+        import sqlite3
+
+        conn = sqlite3.connect(database_url.split("///", 1)[-1], isolation_level=None, timeout=30)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            yield
+        finally:
+            conn.execute("ROLLBACK")
+            conn.close()
+        return
+    from sqlalchemy import text
+
+    engine = raw_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            trans = conn.begin()
+            locked = conn.execute(text("SELECT id FROM sessions WHERE id = :id FOR UPDATE"), {"id": session_id}).all()
+            assert locked, f"session {session_id} not found"
+            try:
+                yield
+            finally:
+                trans.rollback()
+    finally:
+        engine.dispose()
+
+
+def metric_value(metrics_port: int, name: str, **labels: str) -> float:
+    """Sum of the samples of one Prometheus metric on /metrics whose labels include `labels`."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30).read().decode()
+    total = 0.0
+    for family in text_string_to_metric_families(body):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                total += sample.value
+    return total
+
+
+def server_executable() -> str:
+    beside = Path(sys.executable).with_name("slowave-server")
+    if beside.exists():
+        return str(beside)
+    import shutil
+
+    found = shutil.which("slowave-server")
+    assert found, "the slowave-server entry point is not installed"
+    return found
+
+
+@dataclass
+class ServerProcess:
+    """The installed `slowave-server` entry point as a child process, with a stub connected to it."""
+
+    proc: subprocess.Popen
+    lines: list[str]
+    port: int
+    channel: grpc.Channel
+    stub: pb_grpc.MemoryServiceStub
+
+    def kill(self) -> None:
+        """SIGKILL: no drain, no cleanup, as a crash or an OOM kill would end it."""
+        self.channel.close()
+        self.proc.kill()
+        self.proc.wait(timeout=60)
+
+    def stop(self) -> None:
+        self.channel.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+
+
+def start_server_process(cwd: Path, database_url: str, **env: str) -> ServerProcess:
+    """Starts `slowave-server` on `database_url` (extra SLOWAVE_* variables in `env`) and waits until
+    it serves; its log is kept in `lines`."""
+    import re
+    import threading
+
+    full_env = {**os.environ, "SLOWAVE_LISTEN_ADDR": "127.0.0.1:0", "SLOWAVE_METRICS_ADDR": "",
+                "SLOWAVE_DATABASE_URL": database_url, **env}
+    cwd.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([server_executable()], env=full_env, stderr=subprocess.PIPE, text=True, cwd=cwd)
+    lines: list[str] = []
+    # Keep draining its log, or a full pipe would block the server.
+    threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True).start()
+
+    def ready() -> Any:
+        if proc.poll() is not None:
+            raise AssertionError("slowave-server exited during start:\n" + "".join(lines))
+        return next((m for line in list(lines) if (m := re.search(r"on port (\d+)", line))), None)
+
+    match = wait_until(ready, timeout=120, what="slowave-server to start")
+    port = int(match.group(1))
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    return ServerProcess(proc, lines, port, channel, pb_grpc.MemoryServiceStub(channel))
+
+
 __all__ = ["RetrievalLimits", "pb", "res"]
+
+
+# ---------------------------------------------------------------------------------------- API keys
+
+
+def start_keyed_server(tmp_path: Path, keys: dict[str, str], **overrides: Any) -> Server:
+    """A server that requires API keys: `keys` maps each plaintext key to its tenant (configured as
+    hashes, as an operator would)."""
+    from slowave.domain.api_keys import KeyEntry, hash_key
+
+    entries = tuple(KeyEntry(tenant, hash_key(key)) for key, tenant in keys.items())
+    return start_test_server(tmp_path, api_keys=entries, **overrides)
+
+
+class _WithMetadata(grpc.UnaryUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+    def __init__(self, metadata: list[tuple[str, str]]) -> None:
+        self.metadata = metadata
+
+    def _details(self, details: grpc.ClientCallDetails) -> grpc.ClientCallDetails:
+        class Details(grpc.ClientCallDetails):
+            pass
+
+        d = Details()
+        d.method, d.timeout, d.credentials = details.method, details.timeout, details.credentials
+        d.wait_for_ready, d.compression = details.wait_for_ready, details.compression
+        d.metadata = list(details.metadata or []) + self.metadata
+        return d
+
+    def intercept_unary_unary(self, continuation, client_call_details, request):  # noqa: ANN001, ANN201
+        return continuation(self._details(client_call_details), request)
+
+    def intercept_stream_stream(self, continuation, client_call_details, request_iterator):  # noqa: ANN001, ANN201
+        return continuation(self._details(client_call_details), request_iterator)
+
+
+def channel_with_metadata(channel: grpc.Channel, metadata: list[tuple[str, str]]) -> grpc.Channel:
+    """`channel`, sending `metadata` (e.g. [("authorization", "Bearer …")]) with every call."""
+    return grpc.intercept_channel(channel, _WithMetadata(metadata))
+
+
+def keyed_stub(channel: grpc.Channel, key: str) -> pb_grpc.MemoryServiceStub:
+    """A MemoryService stub whose calls carry `authorization: Bearer <key>`."""
+    return pb_grpc.MemoryServiceStub(channel_with_metadata(channel, [("authorization", f"Bearer {key}")]))

@@ -8,6 +8,7 @@ import argparse
 import json
 import sys
 
+from slowave import admin_tenancy
 from slowave.config import Settings
 from slowave.service.consolidation import consolidate_pending
 from slowave.service.context import ServiceContext
@@ -126,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("session_id")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_session)
+    admin_tenancy.register(sub)
     args = parser.parse_args(argv)
     settings = Settings.from_env()
     if args.database_url:

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slowave.domain.api_keys import KeyConfigError, KeyEntry, merge_key_configs, parse_key_config
 from slowave.storage.database import PoolOptions
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,17 @@ class Settings:
     semantic: bool = False
     """Hybrid retrieval with the sentence-embedding channel (needs the [semantic] extra)."""
     tenant: str = "local"
-    """The single local tenant (API keys map callers to tenants in a later version)."""
+    """The single local tenant, used while no API key is configured or stored."""
+    api_keys: tuple[KeyEntry, ...] = ()
+    """Configured keys as (tenant, hash) pairs (SLOWAVE_API_KEYS_FILE, SLOWAVE_API_KEYS); never plaintext."""
+    auth_cache_seconds: float = 5.0
+    """How long a replica trusts a key lookup: revocation and tenant disabling apply within it."""
+    allow_insecure_bind: bool = False
+    """Serve a non-loopback address with neither API keys nor client certificates."""
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_client_ca_file: str | None = None
+    """PEM file of the CAs whose client certificates are accepted; set → client certificates required."""
     limits: RetrievalLimits = field(default_factory=RetrievalLimits)
     pool: PoolOptions = field(default_factory=PoolOptions)
 
@@ -99,4 +110,31 @@ class Settings:
             kwargs["max_workers"] = int(env["SLOWAVE_MAX_WORKERS"])
         if env.get("SLOWAVE_MAX_CONCURRENT_RPCS"):
             kwargs["max_concurrent_rpcs"] = int(env["SLOWAVE_MAX_CONCURRENT_RPCS"])
+        kwargs.update(_security_from_env(env))
         return cls(**kwargs)
+
+
+def _security_from_env(env: dict[str, str]) -> dict:
+    """API keys, TLS and the insecure-bind opt-in. Plaintext keys are hashed while parsing."""
+    kwargs: dict = {}
+    lists = []
+    if env.get("SLOWAVE_API_KEYS_FILE"):
+        path = env["SLOWAVE_API_KEYS_FILE"]
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise KeyConfigError(f"SLOWAVE_API_KEYS_FILE={path}: cannot read it ({exc.strerror})") from None
+        lists.append(parse_key_config(text, path))
+    if env.get("SLOWAVE_API_KEYS"):
+        lists.append(parse_key_config(env["SLOWAVE_API_KEYS"], "SLOWAVE_API_KEYS"))
+    if lists:
+        kwargs["api_keys"] = merge_key_configs(*lists)
+    if env.get("SLOWAVE_AUTH_CACHE_SECONDS"):
+        kwargs["auth_cache_seconds"] = float(env["SLOWAVE_AUTH_CACHE_SECONDS"])
+    if env.get("SLOWAVE_ALLOW_INSECURE_BIND"):
+        kwargs["allow_insecure_bind"] = env["SLOWAVE_ALLOW_INSECURE_BIND"].strip().lower() in ("1", "on", "true", "yes")
+    for var, key in (("SLOWAVE_TLS_CERT_FILE", "tls_cert_file"), ("SLOWAVE_TLS_KEY_FILE", "tls_key_file"),
+                     ("SLOWAVE_TLS_CLIENT_CA_FILE", "tls_client_ca_file")):
+        if env.get(var):
+            kwargs[key] = env[var]
+    return kwargs

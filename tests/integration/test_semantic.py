@@ -45,7 +45,7 @@ def test_semantic_channel_finds_a_paraphrase_lexical_misses(semantic_server, ser
     _store(server.stub, lexical_scope)
     lexical = activate(server.stub, lexical_scope, task=PARAPHRASE)
     assert "minilm" not in lexical.retrieval_policy_version
-    assert all(m.content != CLAIM for m in lexical.memories)
+    assert all(m.content != CLAIM for m in lexical.memories), [(m.content, str(m.ranking), m.pathway) for m in lexical.memories]
 
 
 def test_each_memory_is_embedded_once_and_exact_words_still_decide(semantic_server):

@@ -5,7 +5,10 @@ import pytest
 
 from slowave.domain.relevance import (
     ADMISSION_THRESHOLD,
+    TOTAL_DOCS_TERM,
+    TOTAL_WORDS_TERM,
     Cue,
+    LexicalScorer,
     admits,
     coverage,
     memory_relevance,
@@ -64,17 +67,54 @@ def test_threshold_admits_without_floor():
 # --------------------------------------------------------------------------- relevance model
 
 
-@pytest.mark.parametrize("rank", [None, 0.0, -0.5, -3.0, -1000.0])
+def _stats(**docs: int) -> dict[str, int]:
+    return {TOTAL_DOCS_TERM: 1000, TOTAL_WORDS_TERM: 8000, **docs}
+
+
+def _scorer(cue: Cue = Cue("the deploy port key"), **docs: int) -> LexicalScorer:
+    return LexicalScorer.for_cue(cue, _stats(**docs))
+
+
+@pytest.mark.parametrize("stats", [None, _stats(), _stats(deploy=3, port=40), _stats(deploy=999, port=1000, the=1000)])
 @pytest.mark.parametrize("cue", [Cue("What is the deploy port? The deploy port is 8080"), Cue("zzz"),
                                  Cue("deploy", "port 8080")])
-def test_relevance_in_unit_interval_and_reported_to_six_decimals(cue, rank):
-    r = memory_relevance(cue, CONTENT, rank)
+def test_relevance_in_unit_interval_and_reported_to_six_decimals(cue, stats):
+    r = memory_relevance(cue, CONTENT, stats)
     assert 0.0 <= r <= 1.0
     assert r == round(r, 6)
 
 
 def test_relevance_of_unrelated_cue_is_zero():
     assert memory_relevance(Cue("zzz"), CONTENT, None) == 0.0
+    assert memory_relevance(Cue("zzz"), CONTENT, _stats(zzz=5)) == 0.0
+
+
+def test_bm25_favours_rare_words_short_texts_and_repeats():
+    scorer = _scorer(deploy=3, port=400, the=999, key=50)
+    assert scorer.bm25("the deploy key") > scorer.bm25("the port key")  # rarer word
+    assert scorer.bm25("deploy key") > scorer.bm25("deploy key with many more words in it than usual")
+    assert scorer.bm25("deploy deploy key") > scorer.bm25("deploy other key")
+    assert scorer.bm25("nothing shared") == 0.0
+
+
+def test_bm25_matches_fts5_formula():
+    # FTS5's bm25 for one matching term: idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avg))
+    import math
+    idf = math.log((1000 - 9 + 0.5) / (9 + 0.5))
+    expected = idf * 1 * 2.2 / (1 + 1.2 * (1 - 0.75 + 0.75 * 5 / 8))
+    assert _scorer(Cue("deploy"), deploy=9).bm25("The deploy port is 8080") == pytest.approx(expected)
+
+
+def test_cue_words_absent_from_the_store_still_count_in_coverage():
+    # Only "the" occurs in the store: a text sharing just that word must not cover the cue.
+    cue = Cue("Which database engine does the billing system use?")
+    assert LexicalScorer.for_cue(cue, _stats(the=900)).relevance("The payments ledger is in PostgreSQL", False) < ADMISSION_THRESHOLD
+
+
+def test_contained_text_counts_as_fully_covered():
+    # "port 80" occurs verbatim inside "port 8080", though the word 80 does not
+    scorer = _scorer(Cue("set the port 8080"), port=40)
+    assert scorer.relevance("port 80", True) >= 0.7 > scorer.relevance("port 80", False)
 
 
 def test_coverage_share_of_item_words():

@@ -12,10 +12,14 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from slowave.api.access_log import AccessLogInterceptor, configure_logging
+from slowave.api.auth import StartupRefused, prepare_security
 from slowave.api.metrics import Metrics, MetricsInterceptor
 from slowave.api.servicer import MemoryServicer
+from slowave.api.undecodable import UndecodableRequestInterceptor
 from slowave.clock import Clock, DatabaseClock, SystemClock
 from slowave.config import Settings
+from slowave.domain.api_keys import KeyConfigError
 from slowave.embedding import load_semantic_channel
 from slowave.service.consolidation import Consolidator
 from slowave.service.context import ServiceContext
@@ -74,12 +78,18 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
     ctx = ServiceContext(db=db, settings=settings, clock=clock,
                          semantic=load_semantic_channel(settings.semantic))
     metrics = Metrics()
+    metrics.instrument_database(db.engine)
     consolidator = Consolidator(ctx)
-    reaper = Reaper(ctx, on_reaped=metrics.reaped.inc)
+    reaper = Reaper(ctx, on_reaped=metrics.reaper_sweep)
+    try:
+        security = prepare_security(ctx, on_refused=metrics.request_refused)
+    except Exception:
+        db.dispose()
+        raise
 
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="slowave-rpc"),
-        interceptors=[MetricsInterceptor(metrics)],
+        interceptors=[AccessLogInterceptor(), MetricsInterceptor(metrics), security.interceptor, UndecodableRequestInterceptor()],
         options=_SERVER_OPTIONS,
         maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
     )
@@ -91,7 +101,7 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
     reflection.enable_server_reflection(
         (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server
     )
-    port = server.add_insecure_port(settings.listen_addr)
+    port = security.add_port(server, settings.listen_addr)
     if port == 0:
         raise RuntimeError(f"could not bind {settings.listen_addr}")
     server.start()
@@ -135,9 +145,13 @@ class GaugeRefresher:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    settings = Settings.from_env()
-    running = start_server(settings)
+    configure_logging()  # SLOWAVE_LOG_FORMAT (json | text), SLOWAVE_LOG_LEVEL
+    try:
+        settings = Settings.from_env()
+        running = start_server(settings)
+    except (StartupRefused, KeyConfigError) as exc:
+        log.error("not starting: %s", exc)
+        sys.exit(2)
     log.info(
         "slowave serving %s on port %d (database %s, metrics port %s, idle timeout %ss, retrieval policy %s)",
         SERVICE_NAME, running.port, settings.database_url.split("@")[-1], running.metrics_port or "off",

@@ -7,7 +7,7 @@ from typing import TypeVar
 
 import grpc
 
-from slowave.api import validation
+from slowave.api import request_context, validation
 from slowave.api.convert import to_message
 from slowave.api.metrics import Metrics
 from slowave.api.status import abort, internal_status, to_status
@@ -19,6 +19,7 @@ from slowave.service.feedback import feedback
 from slowave.service.recall import recall
 from slowave.service.remember import remember
 from slowave.service.results import ItemError
+from slowave.storage.database import CallerGone, caller_deadline
 from slowave.v1 import memory_service_pb2 as pb
 from slowave.v1 import memory_service_pb2_grpc as pb_grpc
 
@@ -34,7 +35,17 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
 
     def _run(self, context: grpc.ServicerContext, call: Callable[[], T]) -> T:
         try:
-            return call()
+            # A call whose client gave up (deadline passed, cancelled) does no further work: it is
+            # not started, and none of its units of work commits (storage.database.caller_deadline).
+            if not _caller_waiting(context):
+                raise CallerGone()
+            with caller_deadline(lambda: _caller_waiting(context)):
+                return call()
+        except CallerGone:
+            remaining = context.time_remaining()
+            expired = remaining is not None and remaining <= 0
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED,
+                          "the caller gave up before the work was committed; nothing was stored")
         except DomainError as exc:
             self.metrics.request_refused(exc)
             abort(context, to_status(exc))
@@ -44,7 +55,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         raise AssertionError("unreachable")
 
     def _tenant(self, context: grpc.ServicerContext) -> str:
-        return self.ctx.settings.tenant
+        # Set by the authentication interceptor in this handler thread (api/auth.py).
+        return request_context.tenant.get() or self.ctx.settings.tenant
 
     def Activate(self, request: pb.ActivateRequest, context: grpc.ServicerContext) -> pb.ActivateResponse:
         def call() -> pb.ActivateResponse:
@@ -95,3 +107,10 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             self.on_commit()
             return to_message(result, pb.CommitResponse())
         return self._run(context, call)
+
+
+def _caller_waiting(context: grpc.ServicerContext) -> bool:
+    """The client still waits for the answer: its deadline (if any) has not passed and it has not
+    cancelled. gRPC reports these to the client itself (DEADLINE_EXCEEDED, CANCELLED)."""
+    remaining = context.time_remaining()
+    return context.is_active() and (remaining is None or remaining > 0)

@@ -75,6 +75,18 @@ class StorageUnavailable(DomainError):
     reason, code, retryable = "INTERNAL_ERROR", "internal_error", True
 
 
+class Unauthenticated(DomainError):
+    """Keys are configured and the call carries no key, a malformed one, or one nobody holds."""
+
+    reason, code, retryable = "UNAUTHENTICATED", "unauthenticated", False
+
+
+class PermissionDenied(DomainError):
+    """A valid key of a disabled tenant."""
+
+    reason, code, retryable = "PERMISSION_DENIED", "permission_denied", False
+
+
 def require_no_violations(violations: list[Violation]) -> None:
     if violations:
         raise InvalidInput(violations)

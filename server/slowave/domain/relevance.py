@@ -1,15 +1,18 @@
 """Relevance of a memory, procedure or knowledge gap to a cue, and the admission test (spec 12.1).
 
-First version: lexical. Relevance blends how much of the item's wording the cue covers with the
-full-text engine's bm25 score; the admission floor (an item whose normalised text the cue contains
-verbatim is always admitted) holds whatever the blend says.
+Lexical relevance blends how much of the item's wording the cue covers with a BM25 score that the
+service computes itself from its own term statistics, so a memory's relevance does not depend on
+which backend's full-text index found it, nor on which of the cue's words the index was asked for.
+The admission floor (an item whose normalised text the cue contains verbatim is always admitted)
+holds whatever the blend says.
 """
 from __future__ import annotations
 
 import math
 import re
 import unicodedata
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
 from slowave.domain.learning import precise
@@ -29,13 +32,24 @@ def tokens(text: str) -> list[str]:
     return _TOKEN.findall(folded)
 
 
-@lru_cache(maxsize=200_000)
-def word_set(text: str) -> frozenset[str]:
-    """Distinct words of a stored text. Stored texts never change, so they are cached by value."""
-    return frozenset(tokens(text))
+# Stored texts never change, so their word profiles are cached by value; the bound keeps the
+# cache to a few tens of MB however large the store grows.
+_TEXT_CACHE = 32_768
 
 
-@lru_cache(maxsize=200_000)
+@lru_cache(maxsize=_TEXT_CACHE)
+def term_counts(text: str) -> tuple[Counter[str], int]:
+    """How often each word occurs in a stored text, and its length in words."""
+    words = tokens(text)
+    return Counter(words), len(words)
+
+
+def word_set(text: str):  # noqa: ANN201 - a set-like view
+    """Distinct words of a stored text."""
+    return term_counts(text)[0].keys()
+
+
+@lru_cache(maxsize=_TEXT_CACHE)
 def normalized(text: str) -> str:
     return normalize_claim(text)
 
@@ -71,40 +85,79 @@ def coverage(cue_tokens: frozenset[str], text: str) -> float:
     return len(item & cue_tokens) / len(item) if item else 0.0
 
 
-def bm25_strength(rank: float | None) -> float:
-    """Maps FTS5's bm25 (negative; lower is better) into [0, 1)."""
-    if rank is None:
-        return 0.0
-    r = max(0.0, -rank)
-    return r / (r + 1.0)
-
-
 TOTAL_DOCS_TERM = ""  # the term_stats row counting all documents (no word is empty)
+TOTAL_WORDS_TERM = " words"  # the term_stats row counting the words of all documents (no word has a space)
+BM25_K1 = 1.2
+BM25_B = 0.75
 
 
-def term_weights(doc_counts: dict[str, int]) -> dict[str, float]:
-    """Inverse document frequency of the cue's words that occur in the store at all (a word that
-    occurs nowhere cannot tell two memories apart)."""
-    total = max(doc_counts.get(TOTAL_DOCS_TERM, 0), 1)
-    return {t: math.log(1 + total / (1 + d)) for t, d in doc_counts.items() if t != TOTAL_DOCS_TERM and d > 0}
+@dataclass(frozen=True)
+class LexicalScorer:
+    """Lexical relevance of stored texts to one cue, from the store's term statistics.
+
+    Relevance blends coverage — how completely the cue and the text cover each other: the share
+    of the text's words the cue contains, or the share of the cue's specificity the text carries,
+    whichever is larger — with Okapi BM25 (the parameters and IDF of SQLite FTS5's bm25, so scores
+    keep its familiar scale). Built once per retrieval; scoring a text reads only its cached word
+    counts."""
+
+    terms: frozenset[str]
+    weights: dict[str, float]
+    """Specificity of each of the cue's words (inverse document frequency); a word that occurs
+    nowhere weighs the most, so a text carrying only the cue's common words never covers it all."""
+    idf: dict[str, float]
+    average_length: float
+    _total_weight: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_total_weight", sum(self.weights.values()))
+
+    @classmethod
+    def for_cue(cls, cue: Cue, doc_counts: dict[str, int]) -> "LexicalScorer":
+        total = max(doc_counts.get(TOTAL_DOCS_TERM, 0), 1)
+        docs = {t: doc_counts.get(t[:128], 0) for t in cue.token_set}
+        return cls(
+            terms=cue.token_set,
+            weights={t: math.log(1 + total / (1 + d)) for t, d in docs.items()},
+            idf={t: max(1e-6, math.log((total - d + 0.5) / (d + 0.5))) for t, d in docs.items() if d > 0},
+            average_length=doc_counts.get(TOTAL_WORDS_TERM, 0) / total or 1.0,
+        )
+
+    def bm25(self, text: str) -> float:
+        counts, length = term_counts(text)
+        return self._bm25(counts, length, [t for t in self.terms if t in counts])
+
+    def _bm25(self, counts: Counter[str], length: int, shared: list[str]) -> float:
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * length / self.average_length)
+        score = 0.0
+        for t in shared:
+            idf = self.idf.get(t)
+            if idf is not None:
+                tf = counts[t]
+                score += idf * tf * (BM25_K1 + 1) / (tf + norm)
+        return score
+
+    def relevance(self, text: str, contained: bool) -> float:
+        """`contained`: the cue contains the text verbatim (the admission floor), which covers
+        all of it whatever its word breaks."""
+        counts, length = term_counts(text)
+        shared = [t for t in self.terms if t in counts]
+        if contained:
+            covered = 1.0
+        elif not counts or not shared:
+            covered = 0.0
+        else:
+            weight = 0.0
+            for t in shared:
+                weight += self.weights[t]
+            covered = max(len(shared) / len(counts), weight / self._total_weight)
+        score = self._bm25(counts, length, shared) if shared else 0.0
+        return precise(_COVERAGE_WEIGHT * covered + _BM25_WEIGHT * score / (score + 1.0))
 
 
-def cue_coverage(weights: dict[str, float], text: str) -> float:
-    """Share of the cue's specificity the item carries: rare words of the cue count most, function
-    words hardly at all. Complements `coverage`, which favours short items."""
-    total = sum(weights.values())
-    if not total:
-        return 0.0
-    return sum(w for t, w in weights.items() if t in word_set(text)) / total
-
-
-def memory_relevance(cue: Cue, content: str, rank: float | None, weights: dict[str, float] | None = None) -> float:
-    """Lexical relevance: how completely the cue and the claim cover each other, plus bm25."""
-    # A cue that contains the whole claim covers all of it, whatever its word breaks.
-    covered = 1.0 if cue.contains(content) else coverage(cue.token_set, content)
-    if weights:
-        covered = max(covered, cue_coverage(weights, content))
-    return precise(_COVERAGE_WEIGHT * covered + _BM25_WEIGHT * bm25_strength(rank))
+def memory_relevance(cue: Cue, content: str, doc_counts: dict[str, int] | None = None) -> float:
+    """Lexical relevance of one text (see LexicalScorer; retrieval builds the scorer once)."""
+    return LexicalScorer.for_cue(cue, doc_counts or {}).relevance(content, cue.contains(content))
 
 
 def text_relevance(cue: Cue, *texts: str) -> float:
@@ -162,5 +215,6 @@ def lexical_query(terms: frozenset[str], doc_counts: dict[str, int], budget_docs
     return LexicalQuery(sorted(chosen), require_all=False)
 
 
-def admits(cue: Cue, relevance: float, text: str) -> bool:
-    return relevance >= ADMISSION_THRESHOLD or cue.contains(text)
+def admits(cue: Cue, relevance: float, text: str, contained: bool | None = None) -> bool:
+    """Admitted on the threshold, or by the floor (`contained` when the caller already knows)."""
+    return relevance >= ADMISSION_THRESHOLD or (cue.contains(text) if contained is None else contained)

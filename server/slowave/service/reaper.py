@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from slowave.service.context import ServiceContext
@@ -12,16 +14,27 @@ log = logging.getLogger(__name__)
 _BATCH = 100
 
 
-def reap_idle_sessions(ctx: ServiceContext) -> list[str]:
+@dataclass
+class Sweep:
+    """What one sweep did: the sessions it reaped, and how many exposed targets of theirs (by kind,
+    `memory` / `procedure`) were left without any accepted feedback."""
+
+    session_ids: list[str] = field(default_factory=list)
+    unassessed: Counter = field(default_factory=Counter)
+
+
+def reap_idle_sessions(ctx: ServiceContext) -> Sweep:
     """One sweep. Each session is reaped in its own transaction, at most once across replicas."""
     timeout = ctx.settings.session_idle_timeout
+    sweep = Sweep()
     if timeout <= 0:
-        return []
-    reaped: list[str] = []
+        return sweep
+    reaped = sweep.session_ids
     while True:
         now = ctx.clock.now()
         with ctx.db.transaction() as repo:
             idle = repo.idle_open_sessions(now - timedelta(seconds=timeout), limit=_BATCH)
+            sweep.unassessed.update(repo.unassessed_exposure_counts([s.id for s in idle]))
             for session in idle:
                 # No feedback enforcement, no goal, summary, verification, procedure or trajectory;
                 # episodes are still formed from the remembered claims.
@@ -31,7 +44,7 @@ def reap_idle_sessions(ctx: ServiceContext) -> list[str]:
                 form_episodes(repo, session.tenant, session.id, events, now)
                 reaped.append(session.id)
         if len(idle) < _BATCH:
-            return reaped
+            return sweep
 
 
 class Reaper:
@@ -53,11 +66,12 @@ class Reaper:
     def _run(self) -> None:
         while not self._stop.wait(self.ctx.settings.reaper_interval):
             try:
-                reaped = reap_idle_sessions(self.ctx)
-                if reaped:
-                    log.info("reaped %d idle session(s)", len(reaped))
+                sweep = reap_idle_sessions(self.ctx)
+                if sweep.session_ids:
+                    log.info("reaped %d idle session(s), %d exposed target(s) left unassessed",
+                             len(sweep.session_ids), sum(sweep.unassessed.values()))
                     if self.on_reaped:
-                        self.on_reaped(len(reaped))
+                        self.on_reaped(sweep)
             except Exception:  # noqa: BLE001 - a failed sweep is retried at the next interval
                 log.exception("reaper sweep failed")
 

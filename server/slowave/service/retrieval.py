@@ -19,12 +19,12 @@ from slowave.domain.learning import ProcedureEvidence as EvidenceCounters
 from slowave.domain.procedure_capture import served_caveats
 from slowave.domain.relevance import (
     TOTAL_DOCS_TERM,
+    TOTAL_WORDS_TERM,
     Cue,
+    LexicalScorer,
     admits,
     fused_relevance,
-    memory_relevance,
     lexical_query,
-    term_weights,
     text_relevance,
 )
 from slowave.domain.scope import fragmentation_key
@@ -52,30 +52,30 @@ def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limi
                        semantic: SemanticChannel | None, query_vector: Any) -> tuple[list[_Candidate], dict[int, Row]]:
     """Candidates from the full-text index (always), the containment floor, and — when enabled —
     the semantic channel; each scored by (fused) relevance and admitted on threshold or floor."""
-    doc_counts = repo.term_statistics([TOTAL_DOCS_TERM, *sorted(cue.token_set)])
+    doc_counts = repo.term_statistics([TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, *sorted(cue.token_set)])
     query = lexical_query(cue.token_set, doc_counts, limits.lexical_doc_budget)
-    weights = term_weights(doc_counts)
-    ranks: dict[int, float | None] = {}
+    scorer = LexicalScorer.for_cue(cue, doc_counts)
     rows: dict[int, Row] = {}
     matches = repo.lexical_matches(tenant, scope, query.terms, limits.lexical_candidates, query.require_all) if query else []
     for row in matches:
-        ranks[row.number], rows[row.number] = row.rank, row
-    for row in repo.contained_matches(tenant, scope, cue.normalized_parts):
-        ranks.setdefault(row.number, None)
         rows[row.number] = row
+    # The floor's query finds exactly the memories the cue contains, so no text is compared twice.
+    contained = set()
+    for row in repo.contained_matches(tenant, scope, cue.normalized_parts):
+        rows[row.number] = row
+        contained.add(row.number)
     cosines: dict[int, float] = {}
     if semantic is not None and query_vector is not None:
-        cosines = semantic.index.similarities(repo, tenant, scope, query_vector, list(ranks), limits.semantic_candidates)
+        cosines = semantic.index.similarities(repo, tenant, scope, query_vector, list(rows), limits.semantic_candidates)
         for row in repo.get_memories(n for n in cosines if n not in rows).values():
             if row.status == "active" or row.stale_reason == "superseded":
-                ranks.setdefault(row.number, None)
                 rows[row.number] = row
     admitted = {}
-    for n in ranks:
+    for n in list(rows):
         content = rows[n].content
-        lexical = memory_relevance(cue, content, ranks[n], weights)
+        lexical = scorer.relevance(content, n in contained)
         rel = fused_relevance(lexical, cosines.get(n, -1.0) if semantic is not None else None)
-        if admits(cue, rel, content):
+        if admits(cue, rel, content, n in contained):
             admitted[n] = rel
     direct: dict[int, _Candidate] = {}
     redirects: list[_Candidate] = []

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,31 @@ from slowave.storage.repository import Repository
 
 log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+class CallerGone(BaseException):
+    """The caller no longer waits for the result (deadline passed, or cancelled): the unit of work
+    is rolled back instead of committed. A BaseException, like asyncio.CancelledError, so that the
+    per-item failure isolation of batches (`except Exception`) never swallows it."""
+
+
+_caller_waiting: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar("caller_waiting", default=None)
+
+
+@contextlib.contextmanager
+def caller_deadline(waiting: Callable[[], bool]) -> Iterator[None]:
+    """While active, every unit of work of this request commits only if `waiting()` is still true."""
+    token = _caller_waiting.set(waiting)
+    try:
+        yield
+    finally:
+        _caller_waiting.reset(token)
+
+
+def ensure_caller_waiting() -> None:
+    waiting = _caller_waiting.get()
+    if waiting is not None and not waiting():
+        raise CallerGone()
 
 
 @dataclass(frozen=True)
@@ -123,6 +149,7 @@ class Database:
         try:
             with self.engine.begin() as connection:
                 yield Repository(connection, self.dialect)
+                ensure_caller_waiting()  # an abandoned request's writes are rolled back, never committed
         except OperationalError as exc:
             log.warning("database unavailable: %s", exc.orig)
             raise StorageUnavailable("the database is unavailable; retry shortly") from exc

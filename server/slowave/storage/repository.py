@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, select, text, update
 
-from slowave.domain.relevance import TOTAL_DOCS_TERM, tokens, word_set
+from slowave.domain.relevance import TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, tokens
 from slowave.domain.text import normalize_claim
 from slowave.storage import tables as t
 
@@ -138,6 +138,15 @@ class Repository:
         s = t.sessions
         return self.conn.execute(select(func.count()).select_from(s).where(s.c.state == "open")).scalar_one()
 
+    def unassessed_exposure_counts(self, session_ids: Sequence[str]) -> dict[str, int]:
+        """Exposed targets with no accepted feedback row, over all retrievals of these sessions, by kind."""
+        if not session_ids:
+            return {}
+        r, x = t.retrievals, t.exposures
+        stmt = (select(x.c.target_kind, func.count()).join(r, r.c.id == x.c.retrieval_id)
+                .where(r.c.session_id.in_(list(session_ids)), x.c.covered.is_(False)).group_by(x.c.target_kind))
+        return {kind: n for kind, n in self.conn.execute(stmt)}
+
     # ---------------------------------------------------------------- continuity
 
     def get_continuity(self, tenant: str, token: str) -> Row | None:
@@ -217,8 +226,10 @@ class Repository:
     def _count_terms(self, contents: Iterable[str]) -> None:
         counts: dict[str, int] = {}
         for content in contents:
+            words = tokens(content)
             counts[TOTAL_DOCS_TERM] = counts.get(TOTAL_DOCS_TERM, 0) + 1
-            for term in word_set(content):
+            counts[TOTAL_WORDS_TERM] = counts.get(TOTAL_WORDS_TERM, 0) + len(words)
+            for term in set(words):
                 counts[term[:128]] = counts.get(term[:128], 0) + 1
         if counts:
             ts = t.term_stats
@@ -265,29 +276,31 @@ class Repository:
 
     def lexical_matches(self, tenant: str, scope: str, terms: Sequence[str], limit: int,
                         require_all: bool = False) -> list[Row]:
-        """Memories of the scope containing any (or, with `require_all`, all) of the terms, best first.
+        """Memories of the scope containing any (or, with `require_all`, all) of the terms.
 
-        Active memories, plus memories retired as superseded (their replacements stand in).
-        Returns memory rows with `rank`: SQLite's bm25, or PostgreSQL's ts_rank_cd scaled and
-        negated to the same convention (lower is better). Terms are quoted or passed as
-        parameters, so nothing in a cue is read as query syntax.
+        Active memories, plus memories retired as superseded (their replacements stand in). The
+        index only proposes candidates; relevance is computed by the caller. Any-of queries are
+        over rare words (bounded document counts) and come best first by the index's own rank;
+        all-of queries are over common words, where ranking every match would read whole posting
+        lists, so they stream the newest matches and stop at `limit`. Terms are quoted or passed
+        as parameters, so nothing in a cue is read as query syntax.
         """
         columns = ", ".join(f"m.{c}" for c in _MEMORY_VIEW)
         where = "m.tenant = :tenant AND m.scope = :scope AND (m.status = 'active' OR m.stale_reason = 'superseded')"
         if self.dialect == "postgresql":
+            order = "m.number DESC" if require_all else "ts_rank_cd(m.content_tsv, q) DESC, m.number"
             stmt = text(
-                f"SELECT {columns}, -10 * ts_rank_cd(m.content_tsv, q) AS rank "
-                f"FROM memories m, to_tsquery('simple', :q) q WHERE m.content_tsv @@ q AND {where} "
-                f"ORDER BY rank, m.number LIMIT :limit"
+                f"SELECT {columns} FROM memories m, to_tsquery('simple', :q) q "
+                f"WHERE m.content_tsv @@ q AND {where} ORDER BY {order} LIMIT :limit"
             )
             match = (" & " if require_all else " | ").join(terms)  # tokens are letters and digits only
         else:
-            # The scope is applied by the join (primary-key lookups per match): an AND with a
-            # per-scope token inside FTS5 walks the whole scope's doclist and costs more than it saves.
+            # CROSS JOIN keeps the full-text index as the outer loop (the planner could otherwise
+            # walk the whole scope and probe the index per row); the scope is applied by the join.
+            order = "memories_fts.rowid DESC" if require_all else "bm25(memories_fts)"
             stmt = text(
-                f"SELECT {columns}, bm25(memories_fts) AS rank FROM memories_fts "
-                f"JOIN memories m ON m.number = memories_fts.rowid WHERE memories_fts MATCH :q AND {where} "
-                f"ORDER BY rank LIMIT :limit"
+                f"SELECT {columns} FROM memories_fts CROSS JOIN memories m ON m.number = memories_fts.rowid "
+                f"WHERE memories_fts MATCH :q AND {where} ORDER BY {order} LIMIT :limit"
             )
             match = (" AND " if require_all else " OR ").join('"' + w.replace('"', '""') + '"' for w in terms)
         return list(self.conn.execute(stmt, {"q": match, "tenant": tenant, "scope": scope, "limit": limit}))

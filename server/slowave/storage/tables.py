@@ -127,7 +127,9 @@ term_stats = Table(
     "term_stats",
     metadata,
     Column("term", String(128), primary_key=True),
-    Column("docs", Integer, nullable=False),  # memories containing the word (all tenants and scopes)
+    # memories containing the word (all tenants and scopes); the pseudo-terms "" and " words" hold
+    # the number of memories and their total word count (relevance.TOTAL_DOCS_TERM, TOTAL_WORDS_TERM)
+    Column("docs", Integer, nullable=False),
 )
 
 source_events = Table(
@@ -288,3 +290,25 @@ consolidation_queue = Table(
     Index("ix_consolidation_pending", "done_at", "id"),
 )
 
+
+# Tenancy (migration 0005). A tenant without a row is enabled; keys are stored as hashes only.
+tenants = Table(
+    "tenants",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("disabled", Boolean, nullable=False, default=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("key_hash", String(80), primary_key=True),  # "sha256:<64 hex>"
+    Column("tenant", String(64), nullable=False),
+    Column("source", String(16), nullable=False),  # config | admin
+    Column("label", String(128)),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("revoked_at", UtcDateTime),  # revocation is permanent
+    Index("ix_api_keys_tenant", "tenant"),
+)

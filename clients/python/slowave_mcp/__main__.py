@@ -1,0 +1,3 @@
+from slowave_mcp.server import main
+
+main()
