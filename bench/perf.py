@@ -329,8 +329,7 @@ def run_phase(ctx, kind: str, address: str, concurrency: int, args: argparse.Nam
         pass  # a child failed: its report says why
     merged = PhaseResult(kind, concurrency, args.seconds, defaultdict(list), defaultdict(lambda: [0, 0]), Counter(), 0)
     failures = []
-    for _ in children:
-        out = results.get(timeout=warm + args.seconds + 600)
+    for out in _collect(results, children, deadline=time.monotonic() + warm + args.seconds + 900):
         if "failure" in out:
             failures.append(out["failure"])
             continue
@@ -348,6 +347,28 @@ def run_phase(ctx, kind: str, address: str, concurrency: int, args: argparse.Nam
     merged.latencies, merged.bytes, merged.errors = dict(merged.latencies), dict(merged.bytes), dict(merged.errors)
     merged.wall = time.perf_counter() - t0
     return merged
+
+
+def _collect(results, children: list, deadline: float) -> list[dict]:  # noqa: ANN001
+    """One report per child; a child that exits without one (killed) or the deadline fails the phase."""
+    import queue
+
+    reports: list[dict] = []
+    while len(reports) < len(children):
+        try:
+            reports.append(results.get(timeout=1.0))
+            continue
+        except queue.Empty:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError("client processes did not report before the deadline")
+        if all(c.exitcode is not None for c in children):
+            try:
+                reports.append(results.get(timeout=5.0))
+            except queue.Empty:
+                codes = [c.exitcode for c in children]
+                raise RuntimeError(f"a client process exited without a report (exit codes {codes})") from None
+    return reports
 
 
 def describe_phase(p: PhaseResult) -> str:

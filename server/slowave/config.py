@@ -40,8 +40,9 @@ class RetrievalLimits:
     memory_page_budget_bytes: int = 12 * 1024
     procedure_page_budget_bytes: int = 24 * 1024
     lexical_candidates: int = 64
-    lexical_doc_budget: int = 400
-    """Documents the full-text index may score per query (rarest words first); bounds its cost."""
+    """Newest matches taken when a cue has only common words (all of its rarest words must match)."""
+    lexical_doc_budget: int = 256
+    """Documents a query over the cue's rarest words may match, all of them scored; bounds its cost."""
     semantic_candidates: int = 100
 
 

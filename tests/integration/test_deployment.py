@@ -305,6 +305,9 @@ def test_image_runs_its_cmd_and_its_healthcheck_tracks_serving(image, tmp_path):
         code = _stop(proc)
     assert code == 0, lines
     assert lines and all(json.loads(line) for line in lines), "SLOWAVE_LOG_FORMAT=json: every line is JSON"
+    access = [(d["code"], d["tenant"]) for d in map(json.loads, lines)
+              if d.get("msg") == "rpc" and d.get("method") == f"{SERVICE}/Activate"]
+    assert access == [("UNAUTHENTICATED", None), ("OK", "team-a")], access
     assert box.healthcheck() != 0, "stopped: the health check must fail"
 
 

@@ -61,6 +61,10 @@ SCALE = float(os.environ.get("SLOWAVE_FUZZ_SCALE", "1"))
 CALL_TIMEOUT = 60
 
 
+# A failing property is shrunk to a minimal request, which can take minutes of calls.
+pytestmark = pytest.mark.timeout(900)
+
+
 def fuzz_settings(examples: int) -> settings:
     return settings(max_examples=max(1, int(examples * SCALE)), deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -75,6 +79,8 @@ SESSION_COLUMNS = list(tables.sessions.c.keys())
 TOUCH_COLUMNS = {SESSION_COLUMNS.index("last_activity_at"), SESSION_COLUMNS.index("recall_calls")}
 WIDGETS = [f"Widget rule {w} keeps the gizmo calibrated." for w in
            ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima")]
+
+GATE = ["Gate sentinel claim about turbines.", "Gate sentinel claim about rotors."]
 
 
 @dataclass
@@ -95,6 +101,7 @@ class World:
     procedure_id: str
     foreign_session: str
     foreign_retrieval: str
+    gate_scope: str
 
     @property
     def all_ids(self) -> list[str]:
@@ -125,8 +132,12 @@ def world(fuzz_server: Server) -> World:
     rec = stub.Recall(pb.RecallRequest(session_id=a.session_id, scope=scope, query="gizmo widget calibrated"),
                       timeout=CALL_TIMEOUT)
     f = activate(stub, other, task="Foreign gadget rule")
+    # Memories no fuzzed Feedback can reach (and retire): Commit's gate always has something to refuse.
+    gate = new_scope("gate")
+    seed_memories(stub, gate, GATE)
     return World(scope, other, mids, foreign_mids, a.session_id, a.retrieval_id, rec.retrieval_id, a.continue_from,
-                 a.continuity_id, c.session_id, c.retrieval_id, f"proc_{c.session_id}", f.session_id, f.retrieval_id)
+                 a.continuity_id, c.session_id, c.retrieval_id, f"proc_{c.session_id}", f.session_id, f.retrieval_id,
+                 gate)
 
 
 # ------------------------------------------------------------------------------------------ strategies
@@ -156,25 +167,49 @@ def enum_numbers(enum: Any) -> st.SearchStrategy[int]:
     return st.one_of(st.sampled_from(list(enum.values())), st.sampled_from([-1, max(enum.values()) + 1, 2**31 - 1]), INT32)
 
 
-def mostly(valid: st.SearchStrategy, other: st.SearchStrategy) -> st.SearchStrategy:
-    """`valid` in about two of three examples: the deeper stages need requests that get past the first."""
-    return st.integers(0, 2).flatmap(lambda n: valid if n else other)
-
-
-def ids(world: World, *valid: str) -> st.SearchStrategy[str]:
-    junk = ["", "   ", "sess_000000000000", "ctx_ffffffffffff", "rec_000000000000", "sch_0", "sch_01", "sch_-1",
+JUNK_IDS = ["", "   ", "sess_000000000000", "ctx_ffffffffffff", "rec_000000000000", "sch_0", "sch_01", "sch_-1",
             "sch_99999999", "sch_" + "9" * 30, "proc_sess_000000000000", "x" * 256, "x" * 257, "é" * 257, "nul\x00id"]
-    other = st.one_of(st.sampled_from(world.all_ids), st.sampled_from(junk), st.text(max_size=16))
-    if not valid:
-        return other
+VALID_TEXT = st.text(st.characters(categories=["L", "N", "P", "S"]), min_size=1, max_size=24).map(lambda t: f"Fuzz {t}")
+
+
+def valid_ids(*valid: str) -> st.SearchStrategy[str]:
+    """Real ids, as minted or padded with white space (identifiers are trimmed)."""
     good = st.sampled_from(list(valid))
-    return mostly(st.one_of(good, good.map(lambda v: f"  {v}\t")), other)
+    return st.one_of(good, good.map(lambda v: f"  {v}\t"))
 
 
-def scopes(world: World) -> st.SearchStrategy[str]:
+def other_ids(world: World) -> st.SearchStrategy[str]:
+    """Other objects' ids (foreign scope or session, wrong kind, ended), well-formed unknowns, junk."""
+    return st.one_of(st.sampled_from(world.all_ids), st.sampled_from(JUNK_IDS), st.text(max_size=16))
+
+
+def valid_scope(world: World) -> st.SearchStrategy[str]:
+    return st.sampled_from([world.scope, f" {world.scope}\t"])
+
+
+def odd_scopes(world: World) -> st.SearchStrategy[str]:
     odd = ["", "   ", "a:", ":b", "ab", ":", "project", "p:" + "x" * 254, "p:" + "x" * 255, world.scope.upper(),
-           world.other_scope, f" {world.scope} ", "nul:\x00"]
-    return mostly(st.just(world.scope), st.one_of(st.sampled_from(odd), st.text(max_size=12)))
+           world.other_scope, "nul:\x00"]
+    return st.one_of(st.sampled_from(odd), st.text(max_size=12))
+
+
+class Fields:
+    """Draws a request's fields. In three examples of four one field (or none) is perturbed and all
+    the others are valid, so that the later validation stages and the stores are reached; in the
+    fourth every field is drawn wild."""
+
+    def __init__(self, data: Any, names: list[str]) -> None:
+        self.data = data
+        self.wild = data.draw(st.integers(0, 3), "wild") == 0
+        self.target = None if self.wild else data.draw(st.sampled_from([*names, None]), "perturbed field")
+
+    def perturbs(self, name: str) -> bool:
+        return self.wild or self.target == name
+
+    def __call__(self, name: str, valid: st.SearchStrategy, other: st.SearchStrategy) -> Any:
+        if self.wild:
+            return self.data.draw(st.one_of(valid, other), name)
+        return self.data.draw(other if name == self.target else valid, name)
 
 
 KEYS = st.one_of(
@@ -202,6 +237,17 @@ STRUCTS = st.one_of(
     st.integers(60, 400).map(lambda n: {f"key{i}": "v" * 60 for i in range(n)}),  # around and over 16 KiB
     st.just({"list": [{"object": 1}], "nested": [[1, 2]], "nul": None}),
 )
+
+
+VALID_CONTEXT = st.dictionaries(
+    st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True),
+    st.one_of(st.text(max_size=8), st.booleans(), st.integers(-1000, 1000).map(float), st.lists(st.text(max_size=5), max_size=3)),
+    max_size=3,
+)
+
+
+def valid_timestamps() -> st.SearchStrategy[timestamp_pb2.Timestamp]:
+    return st.builds(timestamp_pb2.Timestamp, seconds=st.integers(0, 4102444800), nanos=st.integers(0, 999_999_999))
 
 
 def timestamps() -> st.SearchStrategy[timestamp_pb2.Timestamp]:
@@ -248,6 +294,13 @@ def _named_session(request: Any) -> str | None:
     return value.strip() or None if value else None
 
 
+def _parsed(rpc: str, raw: bytes) -> Any:
+    try:
+        return REQUESTS[rpc].FromString(raw)
+    except Exception:  # noqa: BLE001 - not a message: it names no session
+        return None
+
+
 def _describe(rpc: str, request: Any, raw: bool) -> str:
     return f"{rpc}({'raw ' if raw else ''}{str(request)[:3000]!r})"
 
@@ -278,7 +331,7 @@ def check_call(server: Server, rpc: str, request: Any, *, raw: bool = False) -> 
     after = server.snapshot()
     if after != before:
         # Only a refusal after the named session resolved may touch it (spec 2.3, 7.2).
-        named = None if raw else _named_session(request)
+        named = _named_session(_parsed(rpc, request) if raw else request)
         assert named is not None, f"{code} refusal changed the store: {_describe(rpc, request, raw)}"
         assert after["counts"] == before["counts"], (before["counts"], after["counts"], _describe(rpc, request, raw))
         assert after["ledger"] == before["ledger"], f"{code} refusal changed the ledger: {_describe(rpc, request, raw)}"
@@ -299,71 +352,81 @@ def expected_item(content: str, type_: int, occurred: timestamp_pb2.Timestamp | 
 
 # ------------------------------------------------------------------------------------------ Activate
 
+CONTINUITY_VARIANTS = ["cont_" + "A" * 32, "cont_" + "A" * 96, "cont_" + "A" * 97, "cont_" + "A" * 31,
+                       "cont_bad!" + "A" * 32, "cont_" + "A" * 32 + "\x00"]
+
 
 @fuzz_settings(60)
 @given(data=st.data())
 def test_fuzz_activate(fuzz_server, world, data):
+    f = Fields(data, ["task", "initial_goal", "scope", "page_size", "continuity_id", "task_context", "semantic_context"])
     request = setopt(
         pb.ActivateRequest(),
-        task=data.draw(mostly(st.just("Calibrate the gizmo widget"), texts(4096)), "task"),
-        initial_goal=data.draw(mostly(st.just("Calibrate"), texts(4096)), "initial_goal"),
-        scope=data.draw(scopes(world), "scope"),
-        page_size=data.draw(optional(st.one_of(st.sampled_from([0, 1, 10, 11, -1]), INT32)), "page_size"),
-        continuity_id=data.draw(optional(ids(world, world.continuity_id, "cont_" + "A" * 32, "cont_" + "A" * 97,
-                                             "cont_" + "A" * 31, "cont_bad!" + "A" * 32)), "continuity_id"),
-        task_context=data.draw(optional(STRUCTS), "task_context"),
-        semantic_context=data.draw(optional(texts(4096)), "semantic_context"),
+        task=f("task", VALID_TEXT, texts(4096)),
+        initial_goal=f("initial_goal", VALID_TEXT, texts(4096)),
+        scope=f("scope", valid_scope(world), odd_scopes(world)),
+        page_size=f("page_size", optional(st.integers(1, 10)), st.one_of(st.sampled_from([0, 11, -1]), INT32)),
+        continuity_id=f("continuity_id", optional(st.sampled_from([world.continuity_id, "", "  "])),
+                        st.one_of(other_ids(world), st.sampled_from(CONTINUITY_VARIANTS))),
+        task_context=f("task_context", optional(VALID_CONTEXT), STRUCTS),
+        semantic_context=f("semantic_context", optional(VALID_TEXT), texts(4096)),
     )
     code, response, _ = check_call(fuzz_server, "Activate", request)
     if code == grpc.StatusCode.OK:
-        assert response.session_id.startswith("sess_") and len(response.memories) <= 10
+        assert response.session_id.startswith("sess_") and len(response.memories) <= (request.page_size or 5)
+    elif not f.wild and f.target is None:
+        raise AssertionError(f"a valid Activate was refused: {code}")
 
 
 # ------------------------------------------------------------------------------------------ Remember
 
 
-def remember_items(world: World) -> st.SearchStrategy[pb.RememberItem]:
+def remember_items(valid: bool) -> st.SearchStrategy[pb.RememberItem]:
+    """Valid items, or items mixing valid and broken parts (a batch item's own rules fail only it)."""
+    pick = (lambda good, bad: good) if valid else (lambda good, bad: st.one_of(good, good, bad))
     return st.builds(
         lambda content, type_, occurred: setopt(pb.RememberItem(content=content, type=type_), occurred_at=occurred),
-        mostly(st.text(min_size=1, max_size=30).map(lambda s: f"Fuzzed claim {s}"), texts(16384)),
-        mostly(st.integers(1, 10), enum_numbers(res.MemoryType)),
-        optional(timestamps()),
+        pick(VALID_TEXT, texts(16384)),
+        pick(st.integers(1, 10), enum_numbers(res.MemoryType)),
+        pick(optional(valid_timestamps()), timestamps()),
     )
 
 
 @fuzz_settings(80)
 @given(data=st.data())
 def test_fuzz_remember(fuzz_server, world, data):
-    form = data.draw(st.sampled_from(["scalar", "batch", "batch", "both", "neither", "partial"]), "form")
-    request = pb.RememberRequest(session_id=data.draw(ids(world, world.open_session), "session_id"),
-                                 scope=data.draw(scopes(world), "scope"))
+    f = Fields(data, ["form", "session_id", "scope", "content", "type", "occurred_at", "memories"])
+    form = f("form", st.sampled_from(["scalar", "batch"]), st.sampled_from(["both", "neither", "content only", "type only"]))
+    request = pb.RememberRequest(session_id=f("session_id", valid_ids(world.open_session), other_ids(world)),
+                                 scope=f("scope", valid_scope(world), odd_scopes(world)))
+    if form in ("scalar", "both", "content only", "type only"):
+        setopt(request,
+               content=f("content", VALID_TEXT, texts(16384)) if form != "type only" else None,
+               type=f("type", st.integers(1, 10), enum_numbers(res.MemoryType)) if form != "content only" else None,
+               occurred_at=f("occurred_at", optional(valid_timestamps()), timestamps()))
     items: list[pb.RememberItem] = []
-    if form in ("scalar", "both", "partial"):
-        item = data.draw(remember_items(world), "claim")
-        setopt(request, content=item.content if form != "partial" or data.draw(st.booleans()) else None,
-               type=item.type if form != "partial" or data.draw(st.booleans()) else None,
-               occurred_at=item.occurred_at if item.HasField("occurred_at") else None)
     if form in ("batch", "both"):
-        items = data.draw(lists_of(remember_items(world), 100), "memories")
+        items = f("memories", st.lists(remember_items(valid=True), min_size=1, max_size=4),
+                  lists_of(remember_items(valid=False), 100))
         request.memories.extend(items)
-        if data.draw(st.integers(0, 9), "batch occurred_at") == 0:
-            request.occurred_at.seconds = 1
+        if form == "batch" and f.perturbs("occurred_at"):
+            request.occurred_at.CopyFrom(f("occurred_at", valid_timestamps(), timestamps()))  # scalar-only field
     code, response, _ = check_call(fuzz_server, "Remember", request)
     if code != grpc.StatusCode.OK:
+        assert f.wild or f.target is not None, f"a valid Remember was refused: {code}"
         return
     if not items:
         assert response.WhichOneof("result") == "memory" and response.memory.stored
         return
     results = response.batch.results
     assert [r.index for r in results] == list(range(len(items))), "one result per item, in order"
-    in_scope = request.session_id.strip() == world.open_session and request.scope.strip() == world.scope
     for item, result in zip(items, results):
         expected = expected_item(item.content, item.type, item.occurred_at if item.HasField("occurred_at") else None)
         got = result.WhichOneof("result")
         if expected == "error":
             assert got == "error" and result.error.code == "invalid_input" and not result.error.retryable, (item, result)
-        elif expected == "data" and in_scope:
-            assert got == "data", (item, result)
+        else:  # OK means the session is open and in scope: every valid item is stored
+            assert got == "data" and result.data.stored and result.data.scope == world.scope, (item, result)
 
 
 # ------------------------------------------------------------------------------------------ Recall
@@ -372,142 +435,182 @@ def test_fuzz_remember(fuzz_server, world, data):
 @fuzz_settings(70)
 @given(data=st.data())
 def test_fuzz_recall(fuzz_server, world, data):
-    continuation = data.draw(st.booleans(), "continuation")
-    request = pb.RecallRequest(session_id=data.draw(ids(world, world.open_session), "session_id"),
-                               scope=data.draw(scopes(world), "scope"))
-    mixed = data.draw(st.integers(0, 4), "mix modes") == 0
-    if continuation:
-        setopt(request, continue_from=data.draw(ids(world, world.cursor), "continue_from"))
-    if not continuation or mixed:
+    f = Fields(data, ["mode", "session_id", "scope", "query", "page_size", "task_context", "semantic_context",
+                      "evidence_mode", "continue_from"])
+    mode = f("mode", st.sampled_from(["fresh", "continuation"]), st.sampled_from(["both", "neither"]))
+    request = pb.RecallRequest(session_id=f("session_id", valid_ids(world.open_session), other_ids(world)),
+                               scope=f("scope", valid_scope(world), odd_scopes(world)))
+    if mode in ("continuation", "both"):
+        request.continue_from = f("continue_from", valid_ids(world.cursor),
+                                  st.one_of(other_ids(world), st.just("cur_" + "Zz9_" * 8)))
+    if mode in ("fresh", "both"):
         setopt(request,
-               query=data.draw(optional(mostly(st.just("gizmo widget rule"), texts(4096))), "query"),
-               page_size=data.draw(optional(st.one_of(st.sampled_from([0, 1, 10, 11]), INT32)), "page_size"),
-               task_context=data.draw(optional(STRUCTS), "task_context"),
-               semantic_context=data.draw(optional(texts(4096)), "semantic_context"))
-    request.evidence_mode = data.draw(mostly(st.sampled_from([0, 1, 2]), enum_numbers(res.EvidenceMode)), "evidence_mode")
+               query=f("query", VALID_TEXT, texts(4096)),
+               page_size=f("page_size", optional(st.integers(1, 10)), st.one_of(st.sampled_from([0, 11, -1]), INT32)),
+               task_context=f("task_context", optional(VALID_CONTEXT), STRUCTS),
+               semantic_context=f("semantic_context", optional(VALID_TEXT), texts(4096)))
+    request.evidence_mode = f("evidence_mode", st.sampled_from([0, 1, 2] if mode == "fresh" else [0, 1]),
+                              enum_numbers(res.EvidenceMode))
     code, response, _ = check_call(fuzz_server, "Recall", request)
     if code == grpc.StatusCode.OK:
         assert response.session_id == world.open_session and len(response.evidence) <= 8
+    else:
+        assert f.wild or f.target is not None, f"a valid Recall was refused: {code}"
 
 
 # ------------------------------------------------------------------------------------------ Feedback
 
 
-def memory_entries(world: World) -> st.SearchStrategy[pb.MemoryFeedbackEntry]:
+def memory_entries(world: World, valid: bool) -> st.SearchStrategy[pb.MemoryFeedbackEntry]:
+    """Labels may be any number either way: an undefined one is a per-target rejection, not a refusal."""
+    mid = st.sampled_from(world.memory_ids + world.foreign_memory_ids + JUNK_IDS[:11])
     return st.builds(
-        lambda mid, assessment, stale, replacement, reason, relevance, effect: setopt(
-            pb.MemoryFeedbackEntry(memory_id=mid, assessment=assessment), stale_reason=stale,
+        lambda memory_id, assessment, stale, replacement, reason, relevance, effect: setopt(
+            pb.MemoryFeedbackEntry(memory_id=memory_id, assessment=assessment), stale_reason=stale,
             replacement_memory_id=replacement, reason=reason, relevance=relevance, effect=effect),
-        ids(world, *world.memory_ids),
+        mid if valid else st.one_of(mid, other_ids(world)),
         enum_numbers(pb.MemoryAssessment),
         optional(enum_numbers(pb.StaleReason)),
-        optional(ids(world, *world.memory_ids)),
-        optional(texts(4096)),
+        optional(mid if valid else other_ids(world)),
+        optional(VALID_TEXT if valid else texts(4096)),
         optional(enum_numbers(pb.Relevance)),
         optional(enum_numbers(res.Effect)),
     )
 
 
-def procedure_entries(world: World) -> st.SearchStrategy[pb.ProcedureFeedbackEntry]:
+def procedure_entries(world: World, valid: bool) -> st.SearchStrategy[pb.ProcedureFeedbackEntry]:
+    pid = st.sampled_from([world.procedure_id, "proc_sess_000000000000"])
+    text = VALID_TEXT if valid else texts(4096)
     return st.builds(
-        lambda pid, use, effect, contribution, reason: setopt(
-            pb.ProcedureFeedbackEntry(procedure_id=pid, use=use), effect=effect, contribution=contribution,
+        lambda procedure_id, use, effect, contribution, reason: setopt(
+            pb.ProcedureFeedbackEntry(procedure_id=procedure_id, use=use), effect=effect, contribution=contribution,
             reason=reason),
-        ids(world, world.procedure_id),
+        pid if valid else st.one_of(pid, other_ids(world)),
         enum_numbers(pb.ProcedureUse),
         optional(enum_numbers(res.Effect)),
-        optional(texts(4096)),
-        optional(texts(4096)),
+        optional(text),
+        optional(text),
     )
 
 
-def feedback_fields(world: World, data: Any, label: str, *, long_lists: bool = True) -> dict:
+def feedback_fields(world: World, f: Fields, prefix: str, *, long_lists: bool) -> dict:
     retrievals = (world.activation_id, world.recall_id, world.closed_retrieval, world.foreign_retrieval)
-    entries = lists_of if long_lists else (lambda strategy, _limit: st.lists(strategy, max_size=3))
+    many = lists_of if long_lists else (lambda strategy, _limit: st.lists(strategy, max_size=3))
     return dict(
-        retrieval_id=data.draw(optional(ids(world, *retrievals)), f"{label}retrieval_id"),
-        memory_feedback=data.draw(entries(memory_entries(world), 200), f"{label}memory_feedback"),
-        procedure_feedback=data.draw(st.lists(procedure_entries(world), max_size=2), f"{label}procedure_feedback"),
-        retrieval_quality=data.draw(optional(texts(4096)), f"{label}retrieval_quality"),
-        missing=data.draw(entries(texts(4096), 200), f"{label}missing"),
-        coverage=data.draw(optional(enum_numbers(pb.Coverage)), f"{label}coverage"),
+        retrieval_id=f(prefix + "retrieval_id", valid_ids(*retrievals), other_ids(world)),
+        memory_feedback=f(prefix + "memory_feedback", st.lists(memory_entries(world, True), max_size=3),
+                          many(memory_entries(world, False), 200)),
+        procedure_feedback=f(prefix + "procedure_feedback", st.lists(procedure_entries(world, True), max_size=2),
+                             st.lists(procedure_entries(world, False), max_size=2)),
+        retrieval_quality=f(prefix + "retrieval_quality", optional(VALID_TEXT), texts(4096)),
+        missing=f(prefix + "missing", st.lists(VALID_TEXT, max_size=2), many(texts(4096), 200)),
+        coverage=f(prefix + "coverage", optional(st.sampled_from([0, 1, 2])), enum_numbers(pb.Coverage)),
     )
 
 
 @fuzz_settings(80)
 @given(data=st.data())
 def test_fuzz_feedback(fuzz_server, world, data):
-    form = data.draw(st.sampled_from(["scalar", "scalar", "batch", "both", "neither"]), "form")
+    names = ["retrieval_id", "memory_feedback", "procedure_feedback", "retrieval_quality", "missing", "coverage"]
+    f = Fields(data, ["form", "items", *names, *(f"items[0].{n}" for n in names)])
+    form = f("form", st.sampled_from(["scalar", "batch"]), st.sampled_from(["both", "neither"]))
     request = pb.FeedbackRequest()
     items: list[pb.FeedbackItem] = []
     if form in ("scalar", "both"):
-        setopt(request, **feedback_fields(world, data, ""))
+        setopt(request, **feedback_fields(world, f, "", long_lists=True))
     if form in ("batch", "both"):
-        count = data.draw(st.one_of(st.integers(1, 3), st.sampled_from([0, 100, 101])), "items")
-        items = [setopt(pb.FeedbackItem(), **feedback_fields(world, data, f"items[{i}].", long_lists=False)) for i in range(min(count, 3))]
-        items += [items[-1]] * (count - len(items)) if items else []
+        count = f("items", st.integers(1, 3), st.sampled_from([0, 100, 101]))
+        # A hundred items repeat the first few: item fields keep short lists (or the request is huge).
+        drawn = [setopt(pb.FeedbackItem(), **feedback_fields(world, f, f"items[{min(i, 1)}].", long_lists=False))
+                 for i in range(min(count, 3))]
+        items = [drawn[i % len(drawn)] for i in range(count)] if drawn else []
         request.items.extend(items)
-        if data.draw(st.integers(0, 4), "top-level coverage") == 0:
-            request.coverage = data.draw(enum_numbers(pb.Coverage))
+        if f.perturbs("coverage"):
+            request.coverage = f("coverage", st.sampled_from([0, 1]), enum_numbers(pb.Coverage))
     code, response, _ = check_call(fuzz_server, "Feedback", request)
-    if code == grpc.StatusCode.OK and items:
+    if code != grpc.StatusCode.OK:
+        return  # valid feedback may still be refused: NOT_FOUND for the scalar form's unknown retrieval
+    if items:
         assert len(response.batch.results) == len(items), "one result per item"
         for item, result in zip(items, response.batch.results):
             if result.WhichOneof("result") == "data":
                 assert result.data.retrieval_id == item.retrieval_id.strip()
+            else:
+                assert result.error.code in ("invalid_input", "not_found"), result.error
+    else:
+        assert response.record.retrieval_id == request.retrieval_id.strip()
 
 
 # ------------------------------------------------------------------------------------------ Commit
 
 
-def trajectory_entries() -> st.SearchStrategy[pb.TrajectoryEntry]:
+def trajectory_entries(valid: bool) -> st.SearchStrategy[pb.TrajectoryEntry]:
     return st.builds(
         lambda kind, summary, status: pb.TrajectoryEntry(kind=kind, summary=summary, status=status),
-        mostly(st.sampled_from([1, 2]), enum_numbers(pb.TrajectoryKind)),
-        st.one_of(texts(1000), st.sampled_from(["Called slowave Activate", "a" * 1000, "é" * 1000, "😀" * 1001])),
-        mostly(st.sampled_from([0, 1, 2, 3, 4]), enum_numbers(pb.TrajectoryStatus)),
+        st.sampled_from([1, 2]) if valid else enum_numbers(pb.TrajectoryKind),
+        VALID_TEXT if valid else st.one_of(texts(1000), st.sampled_from(["Called slowave Activate", "é" * 1000,
+                                                                         "😀" * 1001])),
+        st.sampled_from([0, 1, 2, 3, 4]) if valid else enum_numbers(pb.TrajectoryStatus),
     )
+
+
+def verifications(valid: bool) -> st.SearchStrategy[pb.Verification | None]:
+    if valid:
+        return st.builds(lambda status, summary, refs: pb.Verification(status=status, summary=summary, evidence_refs=refs),
+                         st.sampled_from([1, 2, 3]), VALID_TEXT, st.lists(VALID_TEXT, max_size=2))
+    return st.one_of(st.none(), st.builds(
+        lambda status, summary, refs: pb.Verification(status=status, summary=summary, evidence_refs=refs),
+        enum_numbers(res.VerificationStatus), texts(4096), lists_of(texts(4096), 200)))
+
+
+def procedures(valid: bool) -> st.SearchStrategy[pb.CommitProcedure | None]:
+    if valid:
+        return optional(st.builds(
+            lambda goal, summary, context, steps: setopt(pb.CommitProcedure(), goal=goal, summary=summary,
+                                                         context=context, steps=steps),
+            optional(VALID_TEXT), VALID_TEXT, optional(VALID_CONTEXT), st.lists(VALID_TEXT, max_size=3)))
+    return st.builds(
+        lambda goal, summary, context, steps, caveats: setopt(pb.CommitProcedure(), goal=goal, summary=summary,
+                                                              context=context, steps=steps, caveats=caveats),
+        optional(texts(4096)), optional(texts(4096)), optional(STRUCTS), lists_of(texts(4096), 200),
+        lists_of(texts(4096), 200))
 
 
 @fuzz_settings(60)
 @given(data=st.data())
 def test_fuzz_commit(fuzz_server, world, data):
-    target = data.draw(st.sampled_from(["fresh", "fresh", "gated", "closed", "other"]), "session")
+    f = Fields(data, ["session", "final_goal", "outcome", "outcome_summary", "verification", "procedure", "trajectory"])
+    target = f("session", st.sampled_from(["fresh", "fresh", "gated", "closed"]), st.just("other"))
     stub = fuzz_server.stub
     if target == "fresh":  # nothing exposed: the gate passes, a valid request closes it
         session_id = activate(stub, new_scope("empty"), task="Nothing to find here").session_id
     elif target == "gated":  # exposures without feedback: FAILED_PRECONDITION incomplete_feedback
-        session_id = activate(stub, world.scope, task=" ".join(WIDGETS[:2])).session_id
+        session_id = activate(stub, world.gate_scope, task=" ".join(GATE)).session_id
     elif target == "closed":
         session_id = world.closed_session
     else:  # anything but the world's open session, which the other tests need open
-        session_id = data.draw(ids(world).filter(lambda v: v.strip() != world.open_session), "session_id")
-    request = pb.CommitRequest(session_id=session_id,
-                               final_goal=data.draw(mostly(st.just("Calibrate the gizmo"), texts(4096)), "final_goal"),
-                               outcome=data.draw(mostly(st.sampled_from([1, 2, 3]), enum_numbers(res.Outcome)), "outcome"),
-                               outcome_summary=data.draw(mostly(st.just("The gizmo was calibrated."), texts(4096)),
-                                                         "outcome_summary"))
-    if data.draw(st.integers(0, 5), "verification present"):
-        setopt(request.verification,
-               status=data.draw(mostly(st.sampled_from([1, 2, 3]), enum_numbers(res.VerificationStatus)), "status"),
-               summary=data.draw(mostly(st.just("Tests passed."), texts(4096)), "verification.summary"),
-               evidence_refs=data.draw(lists_of(texts(4096), 200), "evidence_refs"))
-    if data.draw(st.booleans(), "procedure present"):
-        setopt(request.procedure,
-               goal=data.draw(optional(texts(4096)), "procedure.goal"),
-               summary=data.draw(optional(texts(4096)), "procedure.summary"),
-               context=data.draw(optional(STRUCTS), "procedure.context"),
-               steps=data.draw(lists_of(texts(4096), 200), "procedure.steps"),
-               caveats=data.draw(lists_of(texts(4096), 200), "procedure.caveats"))
-        request.procedure.SetInParent()
-    request.trajectory.extend(data.draw(lists_of(trajectory_entries(), 32), "trajectory"))
+        session_id = data.draw(other_ids(world).filter(lambda v: v.strip() != world.open_session), "session_id")
+    request = pb.CommitRequest(
+        session_id=session_id,
+        final_goal=f("final_goal", VALID_TEXT, texts(4096)),
+        outcome=f("outcome", st.sampled_from([1, 2, 3]), enum_numbers(res.Outcome)),
+        outcome_summary=f("outcome_summary", VALID_TEXT, texts(4096)),
+    )
+    setopt(request, verification=f("verification", verifications(True), verifications(False)),
+           procedure=f("procedure", procedures(True), procedures(False)),
+           trajectory=f("trajectory", st.lists(trajectory_entries(True), max_size=3),
+                        lists_of(trajectory_entries(False), 32)))
     code, response, err = check_call(fuzz_server, "Commit", request)
     if code == grpc.StatusCode.OK:
         assert response.committed and response.feedback_status == pb.FEEDBACK_STATUS_COMPLETE
-        assert response.operation == (pb.COMMIT_OPERATION_UPDATED if target == "closed" else pb.COMMIT_OPERATION_CLOSED) \
-            or target == "other"
+        if target in ("fresh", "closed"):
+            assert response.operation == (pb.COMMIT_OPERATION_UPDATED if target == "closed" else pb.COMMIT_OPERATION_CLOSED)
     elif target == "gated" and code == grpc.StatusCode.FAILED_PRECONDITION:
         assert err.reason == "INCOMPLETE_FEEDBACK" and err.outstanding
+    if target == "gated" and not f.wild and f.target is None:
+        assert code == grpc.StatusCode.FAILED_PRECONDITION, f"the gate let an unassessed session close: {code}"
+    elif code != grpc.StatusCode.OK:
+        assert f.wild or f.target is not None, f"a valid Commit was refused: {code} {err}"
 
 
 # ------------------------------------------------------------------------------------------ raw bytes

@@ -128,10 +128,7 @@ def world(tmp_path_factory) -> World:
 
 
 def owned_rows(srv, tenant: str) -> dict[str, list[tuple]]:  # noqa: ANN001
-    """Every row the tenant owns, in every table (rows without a tenant column through their owner).
-
-    `term_stats` is excluded: it is a deployment-wide word count (see the README), not tenant data.
-    """
+    """Every row the tenant owns, in every table (rows without a tenant column through their owner)."""
     srv.consolidate()
     out: dict[str, list[tuple]] = {}
     with srv.running.ctx.db.engine.connect() as conn:
@@ -422,12 +419,9 @@ def test_beta_writes_in_the_same_scope_change_nothing_alpha_sees(beta_wrote):
         assert beta_wrote.after_rows[name] == beta_wrote.before_rows[name], name
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Known cross-tenant leak: word statistics (storage term_stats, and SQLite's bm25 index statistics) "
-    "are counted over the whole deployment, so whether another tenant stored a word changes this "
-    "tenant's relevance scores. Fixing it means per-tenant word counts in storage/retrieval; strict, "
-    "so this fails once the leak is fixed and the mark can go."))
 def test_another_tenants_words_do_not_change_relevance(world):
+    """Word statistics and the full-text index are partitioned by tenant and scope, so whether
+    another tenant stored a word is invisible in this tenant's relevance (and in what it costs)."""
     w = world
     marker, secret = f"zm{uuid.uuid4().hex[:10]}", f"zs{uuid.uuid4().hex[:10]}"
     s = activate(w.alpha, w.scope, task="alpha claims", initial_goal="seed")
@@ -435,6 +429,7 @@ def test_another_tenants_words_do_not_change_relevance(world):
                     f"The {marker} service keeps its audit log for ninety days in cold storage.").memory_id
     assess_all(w.alpha, s)
     commit(w.alpha, s.session_id, outcome_summary=claim("stored"))
+    w.srv.consolidate()  # alpha's own consolidated lesson must not land between the two looks
     probe = f"{marker} {secret}"  # alpha asks about its word and a word only beta may hold
 
     def alpha_sees() -> dict[str, float]:

@@ -89,7 +89,9 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
 
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="slowave-rpc"),
-        interceptors=[AccessLogInterceptor(), MetricsInterceptor(metrics), security.interceptor, UndecodableRequestInterceptor()],
+        # The first runs outermost: the access line covers every call, authentication refusals included.
+        interceptors=[AccessLogInterceptor(), MetricsInterceptor(metrics), security.interceptor,
+                      UndecodableRequestInterceptor()],
         options=_SERVER_OPTIONS,
         maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
     )

@@ -76,7 +76,7 @@ class ClaimStore:
 
     def claims(self, claims: list[Claim], vectors: list[bytes]) -> list[r.RememberResult]:
         hashes = [claim_hash(c.content) for c in claims]
-        known = self.repo.find_active_claims(self.tenant, self.scope, hashes)
+        known = self.repo.find_active_claims(self.tenant, self.scope, [(c.type, h) for c, h in zip(claims, hashes)])
         numbers: list[int | None] = []
         new: dict[tuple[str, str], int] = {}  # first occurrence in this batch of each new claim
         for i, (claim, h) in enumerate(zip(claims, hashes)):

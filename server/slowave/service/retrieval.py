@@ -52,11 +52,16 @@ def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limi
                        semantic: SemanticChannel | None, query_vector: Any) -> tuple[list[_Candidate], dict[int, Row]]:
     """Candidates from the full-text index (always), the containment floor, and — when enabled —
     the semantic channel; each scored by (fused) relevance and admitted on threshold or floor."""
-    doc_counts = repo.term_statistics([TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, *sorted(cue.token_set)])
+    doc_counts = repo.term_statistics(tenant, scope, [TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, *cue.token_set])
     query = lexical_query(cue.token_set, doc_counts, limits.lexical_doc_budget)
     scorer = LexicalScorer.for_cue(cue, doc_counts)
     rows: dict[int, Row] = {}
-    matches = repo.lexical_matches(tenant, scope, query.terms, limits.lexical_candidates, query.require_all) if query else []
+    matches = []
+    if query is not None:
+        # Any-of queries are within the document budget, so every match is scored; all-of
+        # queries over common words take the newest matches.
+        limit = limits.lexical_doc_budget if not query.require_all else limits.lexical_candidates
+        matches = repo.lexical_matches(tenant, scope, query.terms, limit, query.require_all)
     for row in matches:
         rows[row.number] = row
     # The floor's query finds exactly the memories the cue contains, so no text is compared twice.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import namedtuple
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, select, text, update
 
 from slowave.domain.relevance import TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, tokens
+from slowave.storage.search_terms import index_text, index_token, scope_key
 from slowave.domain.text import normalize_claim
 from slowave.storage import tables as t
 
@@ -39,6 +41,8 @@ def claim_hash(content: str) -> str:
 # What retrieval reads of a memory (not the index columns, which would only cost time per row).
 _MEMORY_VIEW = ("number", "type", "content", "status", "stale_reason", "superseded_by", "learned_units",
                 "source_kind", "source_session_id")
+MemoryView = namedtuple("MemoryView", _MEMORY_VIEW)
+"""A memory as retrieval reads it (plain values, no type conversion needed)."""
 
 
 def _upsert(dialect: str):  # noqa: ANN202
@@ -62,7 +66,9 @@ _PROCEDURES_IN_SCOPE = select(
 _OPEN_GAPS = select(_g).where(
     _g.c.tenant == bindparam("tenant"), _g.c.scope == bindparam("scope"), _g.c.open.is_(True)
 ).order_by(_g.c.last_seen_at.desc(), _g.c.id.desc())
-_TERM_DOCS = select(t.term_stats.c.term, t.term_stats.c.docs).where(t.term_stats.c.term.in_(bindparam("terms", expanding=True)))
+_st = t.scope_terms
+_TERM_DOCS = select(_st.c.term, _st.c.docs).where(
+    _st.c.tenant == bindparam("tenant"), _st.c.scope == bindparam("scope"), _st.c.term.in_(bindparam("terms", expanding=True)))
 _FIRST_EVENTS = select(_e.c.memory_number, func.min(_e.c.number)).where(
     _e.c.memory_number.in_(bindparam("numbers", expanding=True))).group_by(_e.c.memory_number)
 
@@ -189,11 +195,14 @@ class Repository:
             return {}
         return {m: n for m, n in self.conn.execute(_FIRST_EVENTS, {"numbers": list(numbers)})}
 
-    def find_active_claims(self, tenant: str, scope: str, hashes: Sequence[str]) -> dict[tuple[str, str], int]:
+    def find_active_claims(self, tenant: str, scope: str, claims: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
         """Active memories of the scope by (type, content hash): the MATCHED lookup for a batch."""
         m = t.memories
+        # Naming every type keeps the lookup on the (tenant, scope, type, content_hash) index; on the
+        # hash alone the planner walks the whole scope.
         stmt = select(m.c.type, m.c.content_hash, func.min(m.c.number)).where(
-            m.c.tenant == tenant, m.c.scope == scope, m.c.status == "active", m.c.content_hash.in_(list(set(hashes)))
+            m.c.tenant == tenant, m.c.scope == scope, m.c.status == "active",
+            m.c.type.in_(sorted({ty for ty, _ in claims})), m.c.content_hash.in_(sorted({h for _, h in claims})),
         ).group_by(m.c.type, m.c.content_hash)
         return {(ty, h): n for ty, h, n in self.conn.execute(stmt)}
 
@@ -204,17 +213,18 @@ class Repository:
             norm = normalize_claim(row["content"])
             row.update(content_norm=norm, content_hash=claim_hash(row["content"]), content_key=content_key(norm),
                        status="active", learned_units=0)
-        stmt = insert(m).returning(m.c.number, sort_by_parameter_order=True)
-        numbers = [r[0] for r in self.conn.execute(stmt, rows)]
-        self._count_terms(row["content"] for row in rows)
+        numbers = self._allocate_numbers("memories", len(rows))
+        for n, row in zip(numbers, rows):
+            row["number"] = n
+        self.conn.execute(_INSERTS["memories"], rows)
+        words = [tokens(row["content"]) for row in rows]
+        self._count_terms(rows, words)
+        index = [{"n": n, "w": index_text(scope_key(row["tenant"], row["scope"]), w)}
+                 for n, row, w in zip(numbers, rows, words)]
         if self.dialect == "sqlite":
-            self.conn.execute(text("INSERT INTO memories_fts(rowid, content) VALUES (:n, :c)"), [
-                {"n": n, "c": row["content"]} for n, row in zip(numbers, rows)
-            ])
-        else:  # PostgreSQL indexes the service's own words, so both backends match the same terms
-            self.conn.execute(text("UPDATE memories SET content_tsv = to_tsvector('simple', :w) WHERE number = :n"), [
-                {"n": n, "w": " ".join(tokens(row["content"]))} for n, row in zip(numbers, rows)
-            ])
+            self.conn.execute(text("INSERT INTO memories_fts(rowid, words) VALUES (:n, :w)"), index)
+        else:
+            self.conn.execute(text("UPDATE memories SET content_tsv = to_tsvector('simple', :w) WHERE number = :n"), index)
         return numbers
 
     def lock_claims_of_scope(self, tenant: str, scope: str) -> None:
@@ -223,24 +233,39 @@ class Repository:
         if self.dialect == "postgresql":
             self.conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"), {"k": f"claims:{tenant}:{scope}"})
 
-    def _count_terms(self, contents: Iterable[str]) -> None:
-        counts: dict[str, int] = {}
-        for content in contents:
-            words = tokens(content)
-            counts[TOTAL_DOCS_TERM] = counts.get(TOTAL_DOCS_TERM, 0) + 1
-            counts[TOTAL_WORDS_TERM] = counts.get(TOTAL_WORDS_TERM, 0) + len(words)
-            for term in set(words):
-                counts[term[:128]] = counts.get(term[:128], 0) + 1
+    def _count_terms(self, rows: list[dict[str, Any]], words: list[list[str]]) -> None:
+        counts: dict[tuple[str, str, str], int] = {}
+        for row, ws in zip(rows, words):
+            tenant, scope = row["tenant"], row["scope"]
+            for term, n in ((TOTAL_DOCS_TERM, 1), (TOTAL_WORDS_TERM, len(ws)), *((w[:128], 1) for w in set(ws))):
+                key = (tenant, scope, term)
+                counts[key] = counts.get(key, 0) + n
         if counts:
-            ts = t.term_stats
-            upsert = _upsert(self.dialect)(ts).values(term=bindparam("term"), docs=bindparam("docs"))
-            upsert = upsert.on_conflict_do_update(index_elements=[ts.c.term], set_={"docs": ts.c.docs + upsert.excluded.docs})
-            self.conn.execute(upsert, [{"term": k, "docs": v} for k, v in sorted(counts.items())])
+            st = t.scope_terms
+            upsert = _upsert(self.dialect)(st).values(
+                tenant=bindparam("tenant"), scope=bindparam("scope"), term=bindparam("term"), docs=bindparam("docs"))
+            upsert = upsert.on_conflict_do_update(index_elements=[st.c.tenant, st.c.scope, st.c.term],
+                                                  set_={"docs": st.c.docs + upsert.excluded.docs})
+            self.conn.execute(upsert, [{"tenant": k[0], "scope": k[1], "term": k[2], "docs": v}
+                                       for k, v in sorted(counts.items())])
 
     def insert_source_events(self, rows: list[dict[str, Any]]) -> list[int]:
-        e = t.source_events
-        stmt = insert(e).returning(e.c.number, sort_by_parameter_order=True)
-        return [r[0] for r in self.conn.execute(stmt, rows)]
+        numbers = self._allocate_numbers("source_events", len(rows))
+        self.conn.execute(_INSERTS["source_events"], [dict(row, number=n) for n, row in zip(numbers, rows)])
+        return numbers
+
+    def _allocate_numbers(self, table: str, count: int) -> list[int]:
+        """The next `count` row numbers of a table, ascending, so a batch is one multi-row INSERT
+        (INSERT … RETURNING in parameter order runs row by row). SQLite: the transaction holds the
+        write lock, so nobody else takes numbers meanwhile; PostgreSQL: from the column's sequence."""
+        if count == 0:
+            return []
+        if self.dialect == "postgresql":
+            return sorted(n for (n,) in self.conn.execute(
+                text("SELECT nextval(pg_get_serial_sequence(:t, 'number')) FROM generate_series(1, :k)"),
+                {"t": table, "k": count}))
+        top = self.conn.execute(text(f"SELECT coalesce(max(number), 0) FROM {table}")).scalar_one()
+        return list(range(top + 1, top + 1 + count))
 
     def insert_vectors(self, rows: list[dict[str, Any]]) -> None:
         if rows:
@@ -268,42 +293,51 @@ class Repository:
         m = t.memories
         self.conn.execute(update(m).where(m.c.number == number).values(learned_units=m.c.learned_units + delta))
 
-    def term_statistics(self, terms: Sequence[str]) -> dict[str, int]:
-        """Memories containing each term (for term specificity)."""
+    def term_statistics(self, tenant: str, scope: str, terms: Sequence[str]) -> dict[str, int]:
+        """Memories of the scope containing each term (term specificity, query planning)."""
         if not terms:
             return {}
-        return {r.term: r.docs for r in self.conn.execute(_TERM_DOCS, {"terms": [w[:128] for w in terms]})}
+        params = {"tenant": tenant, "scope": scope, "terms": sorted({w[:128] for w in terms})}
+        return {r.term: r.docs for r in self.conn.execute(_TERM_DOCS, params)}
 
     def lexical_matches(self, tenant: str, scope: str, terms: Sequence[str], limit: int,
                         require_all: bool = False) -> list[Row]:
         """Memories of the scope containing any (or, with `require_all`, all) of the terms.
 
         Active memories, plus memories retired as superseded (their replacements stand in). The
-        index only proposes candidates; relevance is computed by the caller. Any-of queries are
-        over rare words (bounded document counts) and come best first by the index's own rank;
-        all-of queries are over common words, where ranking every match would read whole posting
-        lists, so they stream the newest matches and stop at `limit`. Terms are quoted or passed
-        as parameters, so nothing in a cue is read as query syntax.
+        index only proposes candidates; the caller scores them. Any-of queries are planned over
+        rare words, so all their matches come back (at most `limit`); all-of queries are over
+        common words, where every match would cost, so they stream the newest matches and stop at
+        `limit`. The index is partitioned by scope (storage.search_terms), so postings hold only
+        this scope's memories; tokens are letters and digits, so nothing is read as query syntax.
         """
         columns = ", ".join(f"m.{c}" for c in _MEMORY_VIEW)
         where = "m.tenant = :tenant AND m.scope = :scope AND (m.status = 'active' OR m.stale_reason = 'superseded')"
+        key = scope_key(tenant, scope)
+        indexed = [index_token(key, w) for w in terms]
         if self.dialect == "postgresql":
-            order = "m.number DESC" if require_all else "ts_rank_cd(m.content_tsv, q) DESC, m.number"
-            stmt = text(
-                f"SELECT {columns} FROM memories m, to_tsquery('simple', :q) q "
-                f"WHERE m.content_tsv @@ q AND {where} ORDER BY {order} LIMIT :limit"
+            stmt = (
+                f"SELECT {columns} FROM memories m WHERE m.content_tsv @@ to_tsquery('simple', :q) AND {where} "
+                f"ORDER BY m.number DESC LIMIT :limit"
             )
-            match = (" & " if require_all else " | ").join(terms)  # tokens are letters and digits only
+            match = (" & " if require_all else " | ").join(indexed)
         else:
             # CROSS JOIN keeps the full-text index as the outer loop (the planner could otherwise
-            # walk the whole scope and probe the index per row); the scope is applied by the join.
-            order = "memories_fts.rowid DESC" if require_all else "bm25(memories_fts)"
-            stmt = text(
+            # walk the whole scope and probe the index per row).
+            stmt = (
                 f"SELECT {columns} FROM memories_fts CROSS JOIN memories m ON m.number = memories_fts.rowid "
-                f"WHERE memories_fts MATCH :q AND {where} ORDER BY {order} LIMIT :limit"
+                f"WHERE memories_fts MATCH :q AND {where} ORDER BY memories_fts.rowid DESC LIMIT :limit"
             )
-            match = (" AND " if require_all else " OR ").join('"' + w.replace('"', '""') + '"' for w in terms)
-        return list(self.conn.execute(stmt, {"q": match, "tenant": tenant, "scope": scope, "limit": limit}))
+            match = (" AND " if require_all else " OR ").join(indexed)
+        return self._memory_views(stmt, {"q": match, "tenant": tenant, "scope": scope, "limit": limit})
+
+    def _memory_views(self, sql: str, params: dict[str, Any]) -> list[MemoryView]:
+        """The retrieval read path. On SQLite it goes straight through the driver (same `:name`
+        placeholders, same connection and transaction): SQLAlchemy's per-row processing cost more
+        than the query itself, and these columns need no type conversion."""
+        if self.dialect == "sqlite":
+            return [MemoryView._make(r) for r in self.conn.connection.driver_connection.execute(sql, params)]
+        return [MemoryView._make(r) for r in self.conn.execute(text(sql), params)]
 
     def contained_matches(self, tenant: str, scope: str, cues: Sequence[str]) -> list[Row]:
         """Memories whose normalised content occurs in one of the normalised cues (admission floor).
@@ -317,7 +351,7 @@ class Repository:
         keys = "= ANY(:keys)" if self.dialect == "postgresql" else "IN (SELECT value FROM json_each(:keys))"
         columns = ", ".join(f"m.{c}" for c in _MEMORY_VIEW)
         where = "m.tenant = :tenant AND m.scope = :scope AND (m.status = 'active' OR m.stale_reason = 'superseded')"
-        stmt = text(
+        stmt = (
             f"SELECT {columns} FROM memories m WHERE {where} AND m.content_key IS NULL AND ({contained}) "
             f"UNION ALL "
             f"SELECT {columns} FROM memories m WHERE {where} AND m.content_key {keys} AND ({contained})"
@@ -326,7 +360,7 @@ class Repository:
         params: dict[str, Any] = {"tenant": tenant, "scope": scope,
                                   "keys": key_list if self.dialect == "postgresql" else json.dumps(key_list)}
         params.update({f"cue{i}": c for i, c in enumerate(cues)})
-        return list(self.conn.execute(stmt, params))
+        return self._memory_views(stmt, params)
 
     # ---------------------------------------------------------------- memory vectors (semantic channel)
 

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -109,7 +110,8 @@ memories = Table(
     Index("ix_memories_content_key", "tenant", "scope", "content_key"),
     Index("uq_memories_active_claim", "tenant", "scope", "type", "content_hash", unique=True,
           sqlite_where=text("status = 'active'"), postgresql_where=text("status = 'active'")),
-    # PostgreSQL only (migration 0004): content_tsv tsvector + GIN index, the full-text index there.
+    # The full-text index (migration 0006; words written by storage.search_terms): SQLite, the
+    # contentless FTS5 table memories_fts; PostgreSQL, content_tsv tsvector + GIN index.
 )
 
 memory_vectors = Table(
@@ -123,13 +125,17 @@ memory_vectors = Table(
     Index("ix_memory_vectors_scope", "tenant", "scope", "encoder_id", "number"),
 )
 
-term_stats = Table(
-    "term_stats",
+scope_terms = Table(
+    # Per-scope term statistics (relevance and query planning read only the caller's own scope, so
+    # no tenant's words influence another's results). Counts every memory ever indexed in the scope,
+    # as the full-text index does; the pseudo-terms "" and " words" hold the number of memories and
+    # their total word count (relevance.TOTAL_DOCS_TERM, TOTAL_WORDS_TERM).
+    "scope_terms",
     metadata,
+    Column("tenant", String(64), primary_key=True),
+    Column("scope", String(256), primary_key=True),
     Column("term", String(128), primary_key=True),
-    # memories containing the word (all tenants and scopes); the pseudo-terms "" and " words" hold
-    # the number of memories and their total word count (relevance.TOTAL_DOCS_TERM, TOTAL_WORDS_TERM)
-    Column("docs", Integer, nullable=False),
+    Column("docs", BigInteger, nullable=False),
 )
 
 source_events = Table(
