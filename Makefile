@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test install lint-proto breaking-proto clean bench-quality bench-scale
+.PHONY: serve test install lint-proto breaking-proto clean bench-quality bench-scale bench-perf
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +79,13 @@ bench-quality: install
 # Only the Activate latency at 1k / 10k / 100k memories in one scope: writes bench/results/scale.md.
 bench-scale: install
 	$(BIN)/python bench/scale.py
+
+# Per-RPC latency, full-cycle throughput against a bare gRPC echo, batch Remember and server memory at
+# 1k / 10k / 100k memories (≈ 15 min; preloaded stores are cached in bench/.cache/): writes
+# bench/results/perf.{md,png}. `$(BIN)/python bench/perf.py --quick` is the few-minute version.
+bench-perf: install
+	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/python bench/perf.py
 
 clean:
 	rm -rf $(VENV) node_modules clients/node/node_modules data .pytest_cache

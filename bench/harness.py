@@ -195,6 +195,12 @@ def memory_of(pid: int) -> dict[str, int]:
     return out
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (all its threads), from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 # ------------------------------------------------------------------------------------ echo server
 
 ECHO_METHOD = "/bench.Echo/Echo"

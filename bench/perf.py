@@ -13,7 +13,7 @@ returns). Phases per size, each with a warm-up whose calls are not counted:
 * recall    per session: Activate, 8 x Recall(cue) -> one batch Feedback -> Commit. Recall latency.
 * remember  per session: Activate, 10 x Remember (scalar form, a new claim each) -> Feedback ->
             Commit. Remember (single) latency.
-* batch     per session: Activate, 5 x Remember (batch form, 100 new claims each). Memories/s.
+* batch     per session: Activate, 20 x Remember (batch form, 100 new claims each). Memories/s.
 
 Read phases run before write phases, so the retrieval figures are taken at the preloaded size; the
 write phases then add their memories to the same (throwaway) copy. The server's peak resident set
@@ -65,7 +65,7 @@ import grpc
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 from harness import (  # noqa: E402
-    ECHO_METHOD, REPO, RESULTS, EchoProcess, PreloadStream, ServerProcess, claim, load, memory_of, pct,
+    ECHO_METHOD, REPO, RESULTS, EchoProcess, PreloadStream, ServerProcess, claim, cpu_seconds, load, memory_of, pct,
     service_cue,
 )
 
@@ -80,7 +80,7 @@ LABELS = {"BatchRemember": "Remember (batch of 100)", "Remember": "Remember (sin
 KINDS = ("cycle", "recall", "remember", "batch")
 RECALLS_PER_SESSION = 8
 REMEMBERS_PER_SESSION = 10
-BATCHES_PER_SESSION = 5
+BATCHES_PER_SESSION = 20
 BATCH = 100
 RPC_TIMEOUT = 120.0
 # Every commit carries one of these: consolidation turns each into one lesson once, so the scope
@@ -207,17 +207,23 @@ def _worker(spec: ClientSpec, tid: int, channel: grpc.Channel, rec: Recorder, go
             retrievals = [a.retrieval_id]
             if spec.kind == "recall":
                 for _ in range(RECALLS_PER_SESSION):
+                    if time.perf_counter() >= rec.end:
+                        break
                     r = rec.call("Recall", stub.Recall, pb.RecallRequest(session_id=a.session_id, scope=SCOPE,
                                                                          query=rng.choice(spec.cues)))
                     retrievals.append(r.retrieval_id)
             elif spec.kind == "remember":
                 for _ in range(REMEMBERS_PER_SESSION):
+                    if time.perf_counter() >= rec.end:
+                        break
                     n += 1
                     rec.call("Remember", stub.Remember, pb.RememberRequest(
                         session_id=a.session_id, scope=SCOPE, content=claim(rng, f"{spec.tag}-{spec.proc}-{tid}-{n}"),
                         type=res.MEMORY_TYPE_FACT))
             elif spec.kind == "batch":
                 for _ in range(BATCHES_PER_SESSION):
+                    if time.perf_counter() >= rec.end:
+                        break
                     items = []
                     for _ in range(BATCH):
                         n += 1
@@ -284,6 +290,7 @@ class PhaseResult:
     errors: dict[str, int]
     units: int
     wall: float = 0.0  # seconds the phase took, spawning and draining included
+    server_cpu: float = 0.0  # the server process's mean CPU use while the clients ran (cores)
 
     def calls_per_s(self, rpc: str | None = None) -> float:
         if rpc is None:
@@ -311,7 +318,7 @@ class PhaseResult:
 
 
 def run_phase(ctx, kind: str, address: str, concurrency: int, args: argparse.Namespace, cues: list[str],  # noqa: ANN001
-              tag: str, warmup: float | None = None, payload: int = 0) -> PhaseResult:
+              tag: str, warmup: float | None = None, payload: int = 0, server_pid: int | None = None) -> PhaseResult:
     """Spawns the client processes, releases them together, merges what they measured."""
     t0 = time.perf_counter()
     procs = max(1, min(args.client_procs, concurrency))
@@ -327,6 +334,7 @@ def run_phase(ctx, kind: str, address: str, concurrency: int, args: argparse.Nam
         barrier.wait(timeout=300)
     except threading.BrokenBarrierError:
         pass  # a child failed: its report says why
+    cpu0, t_go = (cpu_seconds(server_pid) if server_pid else 0.0), time.perf_counter()
     merged = PhaseResult(kind, concurrency, args.seconds, defaultdict(list), defaultdict(lambda: [0, 0]), Counter(), 0)
     failures = []
     for out in _collect(results, children, deadline=time.monotonic() + warm + args.seconds + 900):
@@ -346,6 +354,8 @@ def run_phase(ctx, kind: str, address: str, concurrency: int, args: argparse.Nam
         raise RuntimeError(f"a client process of phase {kind} failed:\n{failures[0]}")
     merged.latencies, merged.bytes, merged.errors = dict(merged.latencies), dict(merged.bytes), dict(merged.errors)
     merged.wall = time.perf_counter() - t0
+    if server_pid:
+        merged.server_cpu = (cpu_seconds(server_pid) - cpu0) / (time.perf_counter() - t_go)
     return merged
 
 
@@ -382,6 +392,8 @@ def describe_phase(p: PhaseResult) -> str:
         parts.append(f"{p.units / p.seconds:.1f} cycles/s, {p.calls_per_s():.0f} calls/s")
     if p.kind == "batch":
         parts.append(f"{p.units / p.seconds:,.0f} memories/s")
+    if p.server_cpu:
+        parts.append(f"server CPU {p.server_cpu:.2f} cores")
     if p.errors:
         parts.append(f"errors {p.errors}")
     return f"  {p.kind:<8} c={p.concurrency:<3} " + "; ".join(parts) + f" [{p.wall:.0f} s]"
@@ -627,7 +639,7 @@ def measure_size(ctx, args: argparse.Namespace, stores, size: int, preload: Prel
                 for c in args.concurrency:
                     tag = f"s{size}-{kind}-c{c}"
                     phase = run_phase(ctx, kind, server.address, c, args, cues, tag,
-                                      warmup=args.warmup * 2 if first else None)
+                                      warmup=args.warmup * 2 if first else None, server_pid=server.process.pid)
                     first = False
                     result.phases[(kind, c)] = phase
                     if kind == "remember":
@@ -648,7 +660,8 @@ def measure_echo(ctx, args: argparse.Namespace, payload: int, tmp: Path) -> tupl
     with EchoProcess(tmp, args.workers, args.max_concurrent_rpcs) as echo:
         for c in args.concurrency:
             phases[c] = run_phase(ctx, "echo", echo.address, c, args, ["-"], f"echo-c{c}", payload=payload,
-                                  warmup=args.warmup * 2 if c == args.concurrency[0] else None)
+                                  warmup=args.warmup * 2 if c == args.concurrency[0] else None,
+                                  server_pid=echo.process.pid)
             log(describe_phase(phases[c]))
         hwm = memory_of(echo.process.pid)["VmHWM"]
     return phases, hwm
@@ -756,29 +769,32 @@ def report(args: argparse.Namespace, stores, sizes: list[SizeResult], echo: dict
     lines += [
         "", "## Throughput", "",
         "Full cycle = Activate → Feedback (first memory `used`, coverage COMPLETE) → Commit; its calls/s counts "
-        "all three RPCs. Percentages are of the bare echo's calls/s at the same concurrency.", "",
-        "| memories | c | cycles/s | cycle calls/s | % of echo | Recall calls/s | % of echo | Remember (single) calls/s "
-        "| % of echo | batch Remember memories/s | batch calls/s | % of echo |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "all three RPCs. Percentages are of the bare echo's calls/s at the same concurrency. Server CPU: the server "
+        "process's user + system CPU time over the phase's wall time (warm-up and drain included); the machine has 2 cores, "
+        "and the server's Python code runs on about one at a time (the GIL), SQLite and gRPC's C core adding to it.",
+        "",
+        "| memories | c | cycles/s | cycle calls/s | % of echo | server CPU in the cycle phase (cores) | Recall calls/s "
+        "| % of echo | Remember (single) calls/s | % of echo | batch Remember memories/s | batch calls/s | % of echo |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in sizes:
         for c in args.concurrency:
             ec = echo[c].calls_per_s("Echo")
             cyc, rec, rem, bat = (s.phases[(k, c)] for k in KINDS)
             lines.append(f"| {s.size:,} | {c} | {cyc.units / cyc.seconds:,.1f} | {cyc.calls_per_s():,.0f} | "
-                         f"{percent(cyc.calls_per_s(), ec)} | {rec.calls_per_s('Recall'):,.0f} | "
+                         f"{percent(cyc.calls_per_s(), ec)} | {cyc.server_cpu:.2f} | {rec.calls_per_s('Recall'):,.0f} | "
                          f"{percent(rec.calls_per_s('Recall'), ec)} | {rem.calls_per_s('Remember'):,.0f} | "
                          f"{percent(rem.calls_per_s('Remember'), ec)} | {bat.units / bat.seconds:,.0f} | "
                          f"{bat.calls_per_s('BatchRemember'):,.1f} | {percent(bat.calls_per_s('BatchRemember'), ec)} |")
     for c in args.concurrency:
-        lines.append(f"| echo | {c} | | {echo[c].calls_per_s('Echo'):,.0f} | 100 % | | | | | | | |")
+        lines.append(f"| echo | {c} | | {echo[c].calls_per_s('Echo'):,.0f} | 100 % | {echo[c].server_cpu:.2f} | | | | | | | |")
     lines += [
         "", "## Preload and server memory", "",
         f"Preload: one client, one seeding session, batch Remember of {BATCH} memories per call over gRPC, growing "
         "the scope from the previous size. Server memory: the measuring server's VmHWM (peak resident set) after "
         f"all phases of its size; the bare echo server peaked at {mb(echo_hwm)} MB.", "",
         "| memories | preload | batch Remember while preloading (memories/s) | loading server VmHWM (MB) "
-        "| measuring server VmHWM (MB) | × echo | VmRSS at end (MB) | memories added by the write phases |",
+        "| measuring server VmHWM (MB) | × echo | VmRSS at end (MB) | memories the write phases added (timed calls) |",
         "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for s in sizes:
@@ -869,7 +885,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--seconds", type=float, help="measured seconds per phase (default 15)")
     parser.add_argument("--warmup", type=float, help="warm-up seconds per phase (default 2)")
-    parser.add_argument("--client-procs", type=int, default=2, help="client processes at most per phase")
+    parser.add_argument("--client-procs", type=int, default=1,
+                        help="client processes per phase at most (callers are spread over them; 1 gave the highest echo "
+                             "ceiling on 2 cores)")
     parser.add_argument("--workers", type=int, default=16, help="server RPC threads (echo gets the same)")
     parser.add_argument("--max-concurrent-rpcs", type=int, default=64)
     parser.add_argument("--postgres", metavar="URL|auto", help="PostgreSQL server URL, or `auto` for a throwaway cluster")

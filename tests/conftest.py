@@ -15,6 +15,21 @@ def pytest_report_header(config):  # noqa: ANN001, ANN201
     return f"slowave test database backend: {BACKEND}"
 
 
+def pytest_configure(config):  # noqa: ANN001, ANN201
+    config.addinivalue_line(
+        "markers", "backend_neutral: what the test checks does not depend on the database backend "
+        "(packaging, proto tooling, client libraries); it runs in the SQLite pass only")
+
+
+def pytest_collection_modifyitems(config, items):  # noqa: ANN001, ANN201
+    if BACKEND == "sqlite":
+        return
+    skip = pytest.mark.skip(reason="backend-neutral: runs once, in the SQLite pass of `make test`")
+    for item in items:
+        if item.get_closest_marker("backend_neutral"):
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def database_backend():
     """SLOWAVE_TEST_BACKEND=postgresql runs the suite on a PostgreSQL cluster this run starts."""

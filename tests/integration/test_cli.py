@@ -10,10 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 
 from slowave.v1 import memory_service_pb2 as pb
 from tests.integration.test_sdk import StandIn, free_port, make_pki
 from tests.support import Server
+
+pytestmark = pytest.mark.backend_neutral
 
 SLOWAVE = Path(sys.executable).parent / "slowave"
 

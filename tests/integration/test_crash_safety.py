@@ -252,3 +252,41 @@ def test_sigkill_under_load_loses_nothing_acknowledged_and_commits_are_atomic(tm
         assert len(final["ledger"]) > len(crashed["ledger"])
     finally:
         again.stop()
+
+
+def test_ledger_rows_are_never_rewritten_by_later_operations(make_server):
+    """Append-only in normal operation: after each later operation — more feedback on the same
+    retrieval, a stale retirement with supersession, a complete-coverage declaration, commit, a
+    commit update that replaces the outcome summary, consolidation — the earlier ledger is an
+    unchanged prefix of the new one."""
+    srv = make_server()
+    stub, scope = srv.stub, new_scope()
+    old, other, new = seed_memories(stub, scope, ["Builds use python eleven.", "Logs rotate weekly.",
+                                                  "Builds use python twelve."])
+    a = activate(stub, scope, task="Builds use python eleven. Logs rotate weekly.")
+    assert {old, other} <= {m.memory_id for m in a.memories}
+    steps = [
+        lambda: stub.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=[used(old)]),
+                              timeout=CALL_TIMEOUT),
+        lambda: stub.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=[pb.MemoryFeedbackEntry(
+            memory_id=old, assessment=pb.MEMORY_ASSESSMENT_STALE, stale_reason=pb.STALE_REASON_SUPERSEDED,
+            replacement_memory_id=new, reason="Builds moved to python twelve.")]), timeout=CALL_TIMEOUT),
+        lambda: stub.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id, coverage=pb.COVERAGE_COMPLETE),
+                              timeout=CALL_TIMEOUT),
+        lambda: commit(stub, a.session_id, outcome_summary="Python upgrade finished."),
+        lambda: commit(stub, a.session_id, outcome_summary="Python upgrade finished and verified."),
+        srv.consolidate,
+    ]
+    before = srv.snapshot()["ledger"]
+    grew = 0
+    for step in steps:
+        step()
+        after = srv.snapshot()["ledger"]
+        assert after[:len(before)] == before, "an earlier ledger row was changed or removed"
+        grew += len(after) > len(before)
+        before = after
+    assert grew >= 3, "the feedback calls did not append rows"
+    columns = list(t.feedback_rows.c.keys())
+    rows = [dict(zip(columns, r)) for r in before]
+    assert any(r["target_id"] == old and r["assessment"] == "stale" and r["accepted"] for r in rows), \
+        "the stale retirement was not accepted"

@@ -31,6 +31,8 @@ from tests.metrics_scrape import exported_names, promtool_run, scrape
 from tests.support import REPO, new_database_url, new_scope, pb, wait_until
 from slowave.v1 import memory_service_pb2_grpc as pb_grpc
 
+pytestmark = pytest.mark.backend_neutral
+
 SERVICE = "slowave.v1.MemoryService"
 K8S = REPO / "deploy" / "kubernetes"
 DASHBOARD = REPO / "deploy" / "grafana" / "slowave-dashboard.json"

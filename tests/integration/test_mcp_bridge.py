@@ -29,6 +29,8 @@ from slowave_mcp.json_contract import execute
 from tests import support
 from tests.support import new_scope, pb, seed_memories, wait_until
 
+pytestmark = pytest.mark.backend_neutral
+
 BRIDGE = Path(sys.executable).with_name("slowave-mcp")
 TIMEOUT = 120  # seconds per MCP request: generous, the machine may be loaded
 

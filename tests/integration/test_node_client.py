@@ -17,6 +17,8 @@ import pytest
 
 from tests.support import REPO, Server, assess_all, commit, pb, res
 
+pytestmark = pytest.mark.backend_neutral
+
 NODE = shutil.which("node")
 CLIENT_DIR = REPO / "clients" / "node"
 CYCLE = CLIENT_DIR / "cycle.js"

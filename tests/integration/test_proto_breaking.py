@@ -15,6 +15,8 @@ import pytest
 
 from tests.support import REPO
 
+pytestmark = pytest.mark.backend_neutral
+
 SERVICE = Path("protos/slowave/v1/memory_service.proto")
 ERRORS = Path("protos/slowave/v1/errors.proto")
 

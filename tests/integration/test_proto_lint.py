@@ -8,6 +8,8 @@ import pytest
 
 from tests.support import REPO
 
+pytestmark = pytest.mark.backend_neutral
+
 
 def test_buf_lint_passes():
     if shutil.which("npx") is None:

@@ -48,6 +48,8 @@ from slowave_client import (
 )
 from tests.support import Server, new_database_url, new_scope, start_test_server, wait_until
 
+pytestmark = pytest.mark.backend_neutral
+
 VERIFIED = {"status": "verified", "summary": "The tests passed."}
 # Fast reconnects: after a refused connection gRPC otherwise waits a second or more before the
 # channel tries again, which only slows these tests down.

@@ -20,6 +20,8 @@ from slowave.domain.api_keys import KeyEntry, hash_key
 from slowave.v1 import memory_service_pb2_grpc as pb_grpc
 from tests.support import activate, check_error, expect_error, keyed_stub, new_database_url, new_scope, start_test_server
 
+pytestmark = pytest.mark.backend_neutral
+
 
 @dataclass
 class Pem:

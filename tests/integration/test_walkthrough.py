@@ -2,7 +2,11 @@
 import subprocess
 import sys
 
+import pytest
+
 from tests.support import REPO
+
+pytestmark = pytest.mark.backend_neutral
 
 
 def test_walkthrough_client_runs_a_full_cycle(server):

@@ -14,6 +14,8 @@ BATCH_LIMIT = 100
 TRAJECTORY_LIMIT = 32
 
 _WHITESPACE = re.compile(r"\s+")
+NUL = "\x00"
+NUL_VIOLATION = "must not contain the NUL character (U+0000), which PostgreSQL text cannot store"
 
 
 def is_blank(value: str | None) -> bool:
@@ -41,6 +43,9 @@ def check_text(
     if value is not None and utf8_len(value) > limit_bytes:
         violations.append(Violation(path, f"must be at most {limit_bytes} bytes of UTF-8"))
         return None
+    if value is not None and NUL in value:
+        violations.append(Violation(path, NUL_VIOLATION))
+        return None
     if is_blank(value):
         if required:
             violations.append(Violation(path, "must not be blank"))
@@ -52,6 +57,9 @@ def check_identifier(violations: list[Violation], path: str, value: str | None, 
     """Identifiers are trimmed, at most 256 characters, and never rejected for their format."""
     if value is not None and len(value) > IDENTIFIER_LIMIT_CHARS:
         violations.append(Violation(path, f"must be at most {IDENTIFIER_LIMIT_CHARS} characters"))
+        return None
+    if value is not None and NUL in value:
+        violations.append(Violation(path, NUL_VIOLATION))
         return None
     if is_blank(value):
         if required:

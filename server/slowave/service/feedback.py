@@ -110,11 +110,8 @@ def record_item(repo: Repository, tenant: str, retrieval: Row, item: FeedbackIte
 
     mentioned = {e.memory_id for e in item.memory_feedback} | {e.procedure_id for e in item.procedure_feedback}
     result = apply_coverage(exposure, covered_before, mentioned, call.accepted_now, item.coverage)
-    implicit_ids = []
-    for kind, target_id in result.implicit:
-        fields = {"assessment": "not_used"} if kind == "memory" else {"use": "not_used", "effect": "unknown"}
-        implicit_ids.append(row.accepted(kind, target_id, fields, implicit=True))
-        repo.mark_exposure(retrieval.id, kind, target_id, covered=True)
+    implicit_ids = row.implicitly_accepted(result.implicit)
+    repo.mark_exposures(retrieval.id, result.implicit, covered=True)
 
     level = {"requested_coverage": item.coverage, "retrieval_quality": item.retrieval_quality, "missing": item.missing}
     accepted_ids = call.accepted_explicit + implicit_ids
@@ -239,6 +236,21 @@ class _RowWriter:
 
     def accepted(self, kind: str, target_id: str, fields: dict, *, implicit: bool = False, effective: bool = False) -> str:
         return self._append(kind, target_id, True, fields, implicit=implicit, effective=effective)
+
+    def implicitly_accepted(self, targets: list[tuple[str, str]]) -> list[str]:
+        """One `not_used` row per target a complete declaration covers, appended in one statement."""
+        if not targets:
+            return []
+        previous = self.repo.last_accepted_seqs(self.retrieval.id)
+        rows = [dict(
+            event_id=new_feedback_event_id(), tenant=self.tenant, retrieval_id=self.retrieval.id,
+            session_id=self.retrieval.session_id, target_kind=kind, target_id=target_id, accepted=True,
+            previous_accepted_seq=previous.get((kind, target_id)), recorded_at=self.now, implicit=True,
+            assessment="not_used" if kind == "memory" else None,
+            use=None if kind == "memory" else "not_used", effect=None if kind == "memory" else "unknown",
+        ) for kind, target_id in targets]
+        self.repo.append_feedback_rows(rows)
+        return [row["event_id"] for row in rows]
 
     def rejected(self, kind: str, target_id: str, rejection: Rejection, fields: dict) -> str:
         return self._append(kind, target_id, False, fields, rejection_reason=rejection.reason,

@@ -6,6 +6,7 @@ import contextvars
 import logging
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,6 +134,12 @@ class Database:
         self.url = url
         self.engine = create_database_engine(url, pool)
         self.dialect = self.engine.dialect.name
+        self._lock_timeout = (pool or PoolOptions()).timeout
+        # SQLite has one writer at a time, and every unit of work begins IMMEDIATE. Threads of this
+        # process queue on a lock of their own instead of in SQLite's busy handler, which polls
+        # with sleeps of up to 100 ms and no order: waits become as long as the work ahead of them,
+        # not multiples of the poll interval. (Other processes still meet the busy timeout.)
+        self._writer = threading.RLock() if self.dialect == "sqlite" else None
 
     def migrate(self) -> None:
         """Creates or upgrades the schema to the newest migration."""
@@ -146,6 +153,9 @@ class Database:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Repository]:
         """One unit of work: commits on success, rolls back on any exception."""
+        writer = self._writer
+        if writer is not None and not writer.acquire(timeout=self._lock_timeout):
+            raise StorageUnavailable("the database stayed busy; retry shortly")
         try:
             with self.engine.begin() as connection:
                 yield Repository(connection, self.dialect)
@@ -162,6 +172,9 @@ class Database:
                 log.warning("database unavailable: %s", exc.orig)
                 raise StorageUnavailable("the database is unavailable; retry shortly") from exc
             raise
+        finally:
+            if writer is not None:
+                writer.release()
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -492,6 +492,14 @@ class Repository:
             x.c.retrieval_id == retrieval_id, x.c.target_kind == kind, x.c.target_id == target_id
         ).values(**values))
 
+    def mark_exposures(self, retrieval_id: str, targets: Sequence[tuple[str, str]], **values: Any) -> None:
+        if not targets:
+            return
+        x = t.exposures
+        stmt = update(x).where(x.c.retrieval_id == bindparam("r"), x.c.target_kind == bindparam("k"),
+                               x.c.target_id == bindparam("i")).values(**values)
+        self.conn.execute(stmt, [{"r": retrieval_id, "k": k, "i": i} for k, i in targets])
+
     def get_cursor(self, cursor_id: str) -> Row | None:
         c = t.cursors
         return self._one(select(c).where(c.c.id == cursor_id))
@@ -509,6 +517,18 @@ class Repository:
 
     def append_feedback_row(self, **values: Any) -> int:
         return self._insert(t.feedback_rows, **values)
+
+    def append_feedback_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Appends rows in list order (one statement; their seq follows the order)."""
+        if rows:
+            self.conn.execute(_INSERTS["feedback_rows"], rows)
+
+    def last_accepted_seqs(self, retrieval_id: str) -> dict[tuple[str, str], int]:
+        """The latest accepted row of each target of a retrieval."""
+        f = t.feedback_rows
+        stmt = select(f.c.target_kind, f.c.target_id, func.max(f.c.seq)).where(
+            f.c.retrieval_id == retrieval_id, f.c.accepted.is_(True)).group_by(f.c.target_kind, f.c.target_id)
+        return {(k, i): seq for k, i, seq in self.conn.execute(stmt)}
 
     def last_accepted_seq(self, retrieval_id: str, kind: str, target_id: str) -> int | None:
         f = t.feedback_rows
