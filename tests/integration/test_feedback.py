@@ -698,7 +698,7 @@ def test_s56_gap_counts_reopening_and_closing_by_a_matched_claim(server, stub, s
     act = activate(stub, scope, task="nothing here yet")
     gap, later_gap = "Which region hosts the billing replica", "Who owns the alerting runbook"
     feedback(stub, act.retrieval_id, missing=[gap])
-    feedback(stub, act.retrieval_id, missing=[f"  which REGION hosts   the billing replica "])
+    feedback(stub, act.retrieval_id, missing=["  which REGION hosts   the billing replica "])
     feedback(stub, act.retrieval_id, missing=[later_gap])
     lines = [l for l in server.admin("knowledge-gaps", "--scope", scope).splitlines() if "occurrences:" in l]
     assert len(lines) == 2

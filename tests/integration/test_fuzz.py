@@ -40,7 +40,6 @@ from hypothesis import strategies as st
 
 from slowave.api.protovalues import python_to_struct
 from slowave.storage import tables
-from slowave.v1 import memory_service_pb2 as pbm
 from tests.support import (
     ErrorDetails,
     Server,
@@ -616,8 +615,8 @@ def test_fuzz_commit(fuzz_server, world, data):
 
 # ------------------------------------------------------------------------------------------ raw bytes
 
-REQUESTS = {"Activate": pbm.ActivateRequest, "Remember": pbm.RememberRequest, "Recall": pbm.RecallRequest,
-            "Feedback": pbm.FeedbackRequest, "Commit": pbm.CommitRequest}
+REQUESTS = {"Activate": pb.ActivateRequest, "Remember": pb.RememberRequest, "Recall": pb.RecallRequest,
+            "Feedback": pb.FeedbackRequest, "Commit": pb.CommitRequest}
 # Invalid UTF-8 where protobuf requires UTF-8 strings: unpaired surrogates (CESU-8), overlong, stray bytes.
 BAD_UTF8 = [b"\xed\xa0\x80", b"\xed\xbf\xbf", b"a\xed\xb0\x80b", b"\xc0\x80", b"\xff", b"\x80", b"\xf4\x90\x80\x80"]
 

@@ -34,7 +34,6 @@ from tests.support import (
     new_database_url,
     new_scope,
     pb,
-    remember,
     res,
     seed_memories,
     used,

@@ -152,7 +152,6 @@ def test_metrics_counters_move(make_server):
 
     a = activate(stub, scope, task="What is the deploy port? The deploy port is 8080")
     assert [m.memory_id for m in a.memories] == [memory_id]
-    mid = _samples(_scrape_text(srv))
     # The gauge is refreshed from the database in the background (every gauge_refresh_seconds).
     wait_until(lambda: _value(_samples(_scrape_text(srv)), "slowave_open_sessions") == 1, timeout=60,
                what="open-sessions gauge")

@@ -15,6 +15,7 @@ session the calls name), so calls wait inside the server for exactly as long as 
 """
 from __future__ import annotations
 
+import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -23,30 +24,28 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from slowave.storage import tables
-
 from tests.support import (
     activate,
     assert_serving,
     commit_request,
     hold_write_lock,
     metric_value,
+    new_database_url,
     new_scope,
     pb,
     remember,
     res,
     seed_memories,
+    start_server_process,
     used,
     wait_until,
 )
 
 LIMIT = 4
 LONG = 120  # seconds: the deadline of calls that must outlive the held lock on a loaded machine
+DEADLINE = 4  # seconds: a deadline that passes while the call waits for the held lock
 SERVICE = "slowave.v1.MemoryService"
 STATE = tables.sessions.c.keys().index("state")
-
-
-def _claim(label: str) -> pb.RememberRequest:
-    return pb.RememberRequest(content=f"Overload claim {label} {uuid.uuid4().hex}", type=res.MEMORY_TYPE_FACT)
 
 
 def _code(future) -> grpc.StatusCode:  # noqa: ANN001
@@ -122,6 +121,34 @@ def _started(srv, method: str) -> float:  # noqa: ANN001
     return metric_value(srv.running.metrics_port, "grpc_server_started_total", grpc_service=SERVICE, grpc_method=method)
 
 
+def test_the_bound_comes_from_the_environment_of_the_real_server(tmp_path):
+    """SLOWAVE_MAX_CONCURRENT_RPCS configures the installed entry point: with 2, two held calls fill it."""
+    url = new_database_url(tmp_path)
+    server = start_server_process(tmp_path, url, SLOWAVE_MAX_CONCURRENT_RPCS="2", SLOWAVE_METRICS_ADDR="127.0.0.1:0")
+    pool = ThreadPoolExecutor(max_workers=4)
+    try:
+        metrics_port = int(next(m for line in server.lines if (m := re.search(r"metrics port (\d+)", line))).group(1))
+        scope = new_scope()
+        a = activate(server.stub, scope)
+        started = metric_value(metrics_port, "grpc_server_started_total", grpc_method="Remember")
+        with hold_write_lock(url, a.session_id):
+            held = [pool.submit(server.stub.Remember, pb.RememberRequest(session_id=a.session_id, scope=scope,
+                                                                         content=f"Env bound claim {i}",
+                                                                         type=res.MEMORY_TYPE_FACT), timeout=LONG)
+                    for i in range(2)]
+            wait_until(lambda: metric_value(metrics_port, "grpc_server_started_total", grpc_method="Remember")
+                       >= started + 2, timeout=60, what="two held calls to start")
+            assert _health_code(server.channel) == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert _code(pool.submit(server.stub.Recall, pb.RecallRequest(session_id=a.session_id, scope=scope,
+                                                                          query="q"), timeout=LONG)) \
+                == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert [f.result().memory.disposition for f in held] == [pb.DISPOSITION_CREATED] * 2
+        assert_serving(server.channel)
+    finally:
+        pool.shutdown(wait=True)
+        server.stop()
+
+
 def _handled(srv, method: str) -> dict[str, float]:  # noqa: ANN001
     return {code: metric_value(srv.running.metrics_port, "grpc_server_handled_total", grpc_service=SERVICE,
                                grpc_method=method, grpc_code=code)
@@ -148,11 +175,15 @@ def test_call_whose_deadline_expires_while_waiting_stores_nothing(make_server, r
         request = commit_request(a.session_id, procedure=pb.CommitProcedure(steps=["Expired step"]),
                                  trajectory=[pb.TrajectoryEntry(kind=pb.TRAJECTORY_KIND_ACTION, summary="Expired action")])
     before = srv.snapshot()
-    handled = _handled(srv, rpc)
+    handled, started = _handled(srv, rpc), _started(srv, rpc)
     with hold_write_lock(srv.database_url, a.session_id):
+        call = getattr(stub, rpc).future(request, timeout=DEADLINE)
+        # The server has started the call (it now waits for the lock) before its deadline passes.
+        wait_until(lambda: _started(srv, rpc) > started or call.done(), timeout=60, what=f"the {rpc} to start")
         with pytest.raises(grpc.RpcError) as caught:
-            getattr(stub, rpc)(request, timeout=1.0)
+            call.result()
         assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert _started(srv, rpc) > started, f"the {rpc} expired before the server started it; nothing tested"
     # The server now gets the lock and runs the call: wait until it has answered it.
     wait_until(lambda: sum(_handled(srv, rpc).values()) > sum(handled.values()), timeout=90,
                what=f"the server to finish the expired {rpc}")

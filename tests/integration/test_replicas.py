@@ -16,7 +16,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -32,7 +31,18 @@ from sqlalchemy.pool import NullPool
 
 from slowave.storage import tables as t
 from slowave.v1 import memory_service_pb2_grpc as pb_grpc
-from tests.support import activate, commit_request, details_of, expect_error, new_scope, pb, res, used, wait_until
+from tests.support import (
+    activate,
+    commit_request,
+    details_of,
+    expect_error,
+    new_scope,
+    pb,
+    res,
+    server_executable,
+    used,
+    wait_until,
+)
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("SLOWAVE_TEST_BACKEND", "sqlite") != "postgresql",
@@ -52,17 +62,6 @@ CALL_TIMEOUT = 120  # seconds per RPC: generous, for a loaded 2-core machine
 
 
 # ------------------------------------------------------------------------------------------ replicas
-
-
-def _server_executable() -> str:
-    beside = Path(sys.executable).with_name("slowave-server")
-    if beside.exists():
-        return str(beside)
-    import shutil
-
-    found = shutil.which("slowave-server")
-    assert found, "the slowave-server entry point is not installed"
-    return found
 
 
 @dataclass
@@ -194,7 +193,7 @@ def replicas(database_backend, tmp_path):
         url = cluster.new_database()
         db = ReplicaDatabase(url)
         databases.append(db)
-        exe = _server_executable()
+        exe = server_executable()
         out: list[Replica] = []
         # One after the other: the first applies the schema migrations, the others find them done.
         for i in range(count):

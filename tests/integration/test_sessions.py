@@ -19,7 +19,6 @@ from slowave import config
 from slowave.config import Settings
 from tests.support import (
     check_error,
-    ErrorDetails,
     Server,
     activate,
     assess_all,

@@ -208,7 +208,6 @@ class Repository:
 
     def insert_memories(self, rows: list[dict[str, Any]]) -> list[int]:
         """Creates memories (and their full-text rows) in one round trip; numbers in input order."""
-        m = t.memories
         for row in rows:
             norm = normalize_claim(row["content"])
             row.update(content_norm=norm, content_hash=claim_hash(row["content"]), content_key=content_key(norm),
@@ -251,7 +250,8 @@ class Repository:
 
     def insert_source_events(self, rows: list[dict[str, Any]]) -> list[int]:
         numbers = self._allocate_numbers("source_events", len(rows))
-        self.conn.execute(_INSERTS["source_events"], [dict(row, number=n) for n, row in zip(numbers, rows)])
+        if numbers:
+            self.conn.execute(_INSERTS["source_events"], [dict(row, number=n) for n, row in zip(numbers, rows)])
         return numbers
 
     def _allocate_numbers(self, table: str, count: int) -> list[int]:
