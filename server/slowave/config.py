@@ -41,7 +41,7 @@ class RetrievalLimits:
     procedure_page_budget_bytes: int = 24 * 1024
     lexical_candidates: int = 64
     """Newest matches taken when a cue has only common words (all of its rarest words must match)."""
-    lexical_doc_budget: int = 256
+    lexical_doc_budget: int = 128
     """Documents a query over the cue's rarest words may match, all of them scored; bounds its cost."""
     semantic_candidates: int = 100
 

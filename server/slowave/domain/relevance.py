@@ -38,10 +38,13 @@ _TEXT_CACHE = 32_768
 
 
 @lru_cache(maxsize=_TEXT_CACHE)
-def term_counts(text: str) -> tuple[Counter[str], int]:
+def term_counts(text: str) -> tuple[dict[str, int], int]:
     """How often each word occurs in a stored text, and its length in words."""
     words = tokens(text)
-    return Counter(words), len(words)
+    counts = dict.fromkeys(words, 1)  # claims seldom repeat a word; Counter only when they do
+    if len(counts) != len(words):
+        counts = Counter(words)
+    return counts, len(words)
 
 
 def word_set(text: str):  # noqa: ANN201 - a set-like view
@@ -127,7 +130,7 @@ class LexicalScorer:
         counts, length = term_counts(text)
         return self._bm25(counts, length, [t for t in self.terms if t in counts])
 
-    def _bm25(self, counts: Counter[str], length: int, shared: list[str]) -> float:
+    def _bm25(self, counts: dict[str, int], length: int, shared: list[str]) -> float:
         norm = BM25_K1 * (1 - BM25_B + BM25_B * length / self.average_length)
         score = 0.0
         for t in shared:

@@ -61,6 +61,10 @@ def upgrade() -> None:
         # Contentless (memories hold the text), no positions (queries are sets of words), ASCII
         # tokens (search_terms writes letters and digits only).
         op.execute("CREATE VIRTUAL TABLE memories_fts USING fts5(words, content='', detail=none, tokenize='ascii')")
+        # Merge segments once two of a level exist (default four): an index grown one Remember at a
+        # time then stays nearly as compact as a rebuilt one, which at 100k memories saves ~1.5 ms
+        # per query for ~6 % of Remember throughput (measured with bench/scale.py's workload).
+        op.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES ('automerge', 2)")
         update = sa.text("INSERT INTO memories_fts(rowid, words) VALUES (:n, :w)")
 
     memories = sa.table("memories", sa.column("number", sa.Integer), sa.column("tenant", sa.String),
