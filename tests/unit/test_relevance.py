@@ -130,3 +130,17 @@ def test_text_relevance_best_among_texts():
     assert text_relevance(cue) == 0.0
     assert text_relevance(cue, "", "nothing here") == 0.0
     assert 0.0 <= text_relevance(cue, "deploy the api to production") <= 1.0
+
+
+def test_semantic_paraphrase_at_cosine_030_is_admitted_on_meaning_alone():
+    from slowave.domain.relevance import fused_relevance
+
+    assert fused_relevance(0.0, 0.30) >= ADMISSION_THRESHOLD > fused_relevance(0.0, 0.28)
+
+
+def test_exact_words_decide_between_semantic_near_duplicates():
+    from slowave.domain.relevance import fused_relevance
+
+    # Two claims of one template are near neighbours of the cue; the one naming what the cue names wins.
+    assert fused_relevance(0.8, 0.95) > fused_relevance(0.3, 0.95) > fused_relevance(0.3, 0.2)
+    assert fused_relevance(0.0, 1.0) < 1.0

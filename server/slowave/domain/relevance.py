@@ -169,21 +169,25 @@ def text_relevance(cue: Cue, *texts: str) -> float:
 
 
 # Calibrated on the retrieval benchmark for all-MiniLM-L6-v2: a cosine of 0.30 (a typical true
-# paraphrase) reaches the admission threshold; 0.67 and above is full strength.
+# paraphrase) reaches the admission threshold; 0.585 and above is full strength. Meaning alone never
+# makes a memory certain (the ceiling): claims from one template (`search-api listens on 9000`,
+# `billing-api listens on 8443`) are near neighbours, and only their exact words tell them apart.
 SEMANTIC_FLOOR_COSINE = 0.10
-SEMANTIC_SPAN = 0.57
+SEMANTIC_SPAN = 0.485
+SEMANTIC_CEILING = 0.85
 
 
 def semantic_strength(cosine: float) -> float:
-    """Maps a cosine similarity into [0, 1]: below the floor nothing, then linear up to 1."""
-    return max(0.0, min(1.0, (cosine - SEMANTIC_FLOOR_COSINE) / SEMANTIC_SPAN))
+    """Maps a cosine similarity into [0, ceiling]: below the floor nothing, then linear."""
+    return SEMANTIC_CEILING * max(0.0, min(1.0, (cosine - SEMANTIC_FLOOR_COSINE) / SEMANTIC_SPAN))
 
 
 def fused_relevance(lexical: float, cosine: float | None) -> float:
     """Hybrid relevance: the probabilistic OR of the channels' evidence, 1 − (1 − lex)(1 − sem).
 
-    A paraphrase with no shared word is found on meaning alone, and between two claims that mean
-    nearly the same thing the one whose exact words match the cue still ranks higher."""
+    A paraphrase with no shared word is found on meaning alone, and — the semantic evidence being
+    capped below certainty — between two claims that mean nearly the same thing the one whose exact
+    words match the cue still ranks higher."""
     if cosine is None:
         return lexical
     return precise(1 - (1 - lexical) * (1 - semantic_strength(cosine)))
