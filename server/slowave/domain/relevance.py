@@ -88,8 +88,8 @@ def coverage(cue_tokens: frozenset[str], text: str) -> float:
     return len(item & cue_tokens) / len(item) if item else 0.0
 
 
-TOTAL_DOCS_TERM = ""  # the term_stats row counting all documents (no word is empty)
-TOTAL_WORDS_TERM = " words"  # the term_stats row counting the words of all documents (no word has a space)
+TOTAL_DOCS_TERM = ""  # the scope_terms row counting the scope's memories (no word is empty)
+TOTAL_WORDS_TERM = " words"  # the scope_terms row counting their words (no word has a space)
 BM25_K1 = 1.2
 BM25_B = 0.75
 
@@ -199,14 +199,15 @@ class LexicalQuery:
     require_all: bool  # AND instead of OR
 
 
-def lexical_query(terms: frozenset[str], doc_counts: dict[str, int], budget_docs: int = 400) -> LexicalQuery | None:
+def lexical_query(terms: frozenset[str], doc_counts: dict[str, int], budget_docs: int = 128) -> LexicalQuery | None:
     """What to ask the full-text index: the cue's rarest words, within a document budget.
 
-    The index scores every document that contains a queried word, so a query costs the sum of its
-    words' document counts. Words are taken rarest first (the most specific, which also weigh most
-    in bm25) while that sum stays within `budget_docs` (any of them may match). When even the
-    rarest word is too common, documents must contain the two or three rarest words together.
-    Words left out still count in relevance, and the containment floor does not depend on them.
+    Every memory matching an any-of query is scored, so such a query costs the sum of its words'
+    document counts in the scope. Words are taken rarest first (the most specific, which also weigh
+    most in BM25) while that sum stays within `budget_docs`. When even the rarest word is too
+    common, memories must contain the two or three rarest words together (the index then streams
+    the newest matches). Words left out still count in relevance, and the containment floor does
+    not depend on them.
     """
     present = sorted((doc_counts[t], t) for t in terms if doc_counts.get(t, 0) > 0)
     if not present:
