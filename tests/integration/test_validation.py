@@ -440,3 +440,32 @@ def test_s64_recall_task_context_size_boundary(server, stub, scope):
                                                             task_context=struct(_sized_context(16385))), timeout=30))
     check_invalid(err, ["task_context"])
     assert server.snapshot() == before
+
+
+# ------------------------------------------------------------------------------ U+0000 (service reading)
+
+
+@pytest.mark.parametrize("where", ["task", "scope", "content", "memory_id"])
+def test_nul_character_is_invalid_argument_on_the_field_and_stores_nothing(server, where):
+    """PostgreSQL text cannot hold U+0000, so both backends refuse it at validation (the contract is
+    silent): a precise violation instead of an internal error on one backend only."""
+    stub, scope = server.stub, new_scope()
+    a = activate(stub, scope, task="Prepare the release")
+    before = server.snapshot()
+    if where == "task":
+        call = lambda: stub.Activate(pb.ActivateRequest(task="deploy\x00now", initial_goal="go", scope=scope))  # noqa: E731
+        path = "task"
+    elif where == "scope":
+        call = lambda: stub.Activate(pb.ActivateRequest(task="deploy", initial_goal="go", scope="project:a\x00b"))  # noqa: E731
+        path = "scope"
+    elif where == "content":
+        call = lambda: remember(stub, a.session_id, scope, "port\x008080")  # noqa: E731
+        path = "content"
+    else:
+        call = lambda: stub.Feedback(pb.FeedbackRequest(  # noqa: E731
+            retrieval_id=a.retrieval_id, memory_feedback=[pb.MemoryFeedbackEntry(memory_id="sch_\x001")]))
+        path = "memory_feedback[0].memory_id"
+    err = expect_error(call)
+    check_invalid(err, [path])
+    assert "U+0000" in err.violations[0][1]
+    assert server.snapshot() == before  # a shape refusal comes before the session is even resolved
