@@ -201,3 +201,37 @@ def test_call_whose_deadline_expires_while_waiting_stores_nothing(make_server, r
         assert response.operation == pb.COMMIT_OPERATION_CLOSED and response.procedure_id
     assert_serving(srv.channel)
 
+
+
+def test_sqlite_writer_waiting_past_the_pool_timeout_gets_unavailable_and_stores_nothing(make_server):
+    """SQLite writers of one server queue on an in-process lock (not the busy handler's polling):
+    a write still waiting for its turn after SLOWAVE_DB_POOL_TIMEOUT is refused UNAVAILABLE,
+    retryable, and leaves nothing behind; the writer ahead of it completes once the lock frees."""
+    from slowave.storage.database import PoolOptions
+    from tests.support import check_error, details_of
+
+    srv = make_server(pool=PoolOptions(timeout=1.0))
+    if not srv.database_url.startswith("sqlite"):
+        pytest.skip("the in-process writer queue exists for SQLite only")
+    stub, scope = srv.stub, new_scope()
+    a = activate(stub, scope)
+    pool = ThreadPoolExecutor(max_workers=2)
+    try:
+        with hold_write_lock(srv.database_url, a.session_id):
+            started = _started(srv, "Remember")
+            first = pool.submit(stub.Remember, pb.RememberRequest(
+                session_id=a.session_id, scope=scope, content=f"First {uuid.uuid4().hex}", type=res.MEMORY_TYPE_FACT),
+                timeout=LONG)
+            wait_until(lambda: _started(srv, "Remember") >= started + 1, timeout=60, what="the first write to start")
+            second = pool.submit(stub.Remember, pb.RememberRequest(
+                session_id=a.session_id, scope=scope, content="Second, refused", type=res.MEMORY_TYPE_FACT),
+                timeout=LONG)
+            with pytest.raises(grpc.RpcError) as refused:
+                second.result(timeout=LONG)
+            check_error(details_of(refused.value), grpc.StatusCode.UNAVAILABLE, "INTERNAL_ERROR", "internal_error", True)
+            assert not first.done()
+        assert first.result(timeout=LONG).memory.disposition == pb.DISPOSITION_CREATED
+    finally:
+        pool.shutdown(wait=True)
+    contents = [m.content for m in activate(stub, scope, task="Second, refused").memories]
+    assert "Second, refused" not in contents

@@ -58,7 +58,8 @@ class PoolOptions:
     overflow: int = 10
     """Extra connections under load (SLOWAVE_DB_POOL_OVERFLOW)."""
     timeout: float = 5.0
-    """Seconds a request waits for a free connection before failing UNAVAILABLE (SLOWAVE_DB_POOL_TIMEOUT)."""
+    """Seconds a request waits for a free connection — on SQLite also for its turn to write — before
+    failing UNAVAILABLE (SLOWAVE_DB_POOL_TIMEOUT)."""
     connect_timeout: int = 5
     """Seconds to establish a connection (SLOWAVE_DB_CONNECT_TIMEOUT)."""
     recycle: int = 1800
