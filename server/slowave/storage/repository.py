@@ -18,6 +18,7 @@ from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, sele
 from slowave.domain.relevance import TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, tokens
 from slowave.storage.search_terms import index_text, index_token, scope_key
 from slowave.domain.text import normalize_claim
+from slowave.storage import driver_path
 from slowave.storage import tables as t
 
 
@@ -74,6 +75,21 @@ _FIRST_EVENTS = select(_e.c.memory_number, func.min(_e.c.number)).where(
 
 _INSERTS = {name: insert(table) for name, table in t.metadata.tables.items()}
 
+# The same reads in SQLite's own SQL, run through the driver (storage.driver_path).
+_SQLITE_HAS_ACTIVE = "SELECT 1 FROM memories WHERE tenant = ? AND scope = ? AND status = 'active' LIMIT 1"
+_SQLITE_TERM_DOCS = (
+    "SELECT term, docs FROM scope_terms WHERE tenant = ? AND scope = ? AND term IN (SELECT value FROM json_each(?))")
+_SQLITE_FIRST_EVENTS = (
+    "SELECT memory_number, min(number) FROM source_events WHERE memory_number IN (SELECT value FROM json_each(?)) "
+    "GROUP BY memory_number")
+_PROCEDURE_COLUMNS = [*_p.c, _s.c.outcome, _s.c.outcome_summary, _s.c.verification, ("session_task", None)]
+_SQLITE_PROCEDURES_IN_SCOPE = (
+    f"SELECT {', '.join('p.' + c.name for c in _p.c)}, s.outcome, s.outcome_summary, s.verification, s.task "
+    "FROM procedures p JOIN sessions s ON s.id = p.session_id WHERE p.tenant = ? AND p.scope = ?")
+_SQLITE_OPEN_GAPS = (
+    f"SELECT {', '.join(c.name for c in _g.c)} FROM knowledge_gaps WHERE tenant = ? AND scope = ? AND open = 1 "
+    "ORDER BY last_seen_at DESC, id DESC")
+
 
 class Repository:
     def __init__(self, connection: Connection, dialect: str) -> None:
@@ -86,9 +102,20 @@ class Repository:
         return self.conn.execute(stmt).first()
 
     def _insert(self, table, **values: Any) -> Any:  # noqa: ANN001
+        if self.dialect == "sqlite":
+            return driver_path.insert(self.conn, table, values)
         # Values as parameters (not .values()): the statement is built once and its compiled form cached.
         result = self.conn.execute(_INSERTS[table.name], values)
         return result.inserted_primary_key[0]
+
+    def _insert_many(self, table, rows: list[dict[str, Any]]) -> None:  # noqa: ANN001
+        """Rows in list order, one statement."""
+        if not rows:
+            return
+        if self.dialect == "sqlite":
+            driver_path.insert_many(self.conn, table, rows)
+        else:
+            self.conn.execute(_INSERTS[table.name], rows)
 
     # ---------------------------------------------------------------- sessions
 
@@ -169,6 +196,8 @@ class Repository:
     # ---------------------------------------------------------------- memories
 
     def scope_has_active_memory(self, tenant: str, scope: str) -> bool:
+        if self.dialect == "sqlite":
+            return bool(driver_path.select(self.conn, _SQLITE_HAS_ACTIVE, (tenant, scope), [("x", None)]))
         return self.conn.execute(_HAS_ACTIVE, {"tenant": tenant, "scope": scope}).first() is not None
 
     def scopes_with_active_memories(self, tenant: str) -> list[str]:
@@ -193,6 +222,8 @@ class Repository:
         """Each memory's first source event (the claim that created it)."""
         if not numbers:
             return {}
+        if self.dialect == "sqlite":
+            return dict(self.conn.connection.driver_connection.execute(_SQLITE_FIRST_EVENTS, (json.dumps(list(numbers)),)))
         return {m: n for m, n in self.conn.execute(_FIRST_EVENTS, {"numbers": list(numbers)})}
 
     def find_active_claims(self, tenant: str, scope: str, claims: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
@@ -215,13 +246,14 @@ class Repository:
         numbers = self._allocate_numbers("memories", len(rows))
         for n, row in zip(numbers, rows):
             row["number"] = n
-        self.conn.execute(_INSERTS["memories"], rows)
+        self._insert_many(t.memories, rows)
         words = [tokens(row["content"]) for row in rows]
         self._count_terms(rows, words)
         index = [{"n": n, "w": index_text(scope_key(row["tenant"], row["scope"]), w)}
                  for n, row, w in zip(numbers, rows, words)]
         if self.dialect == "sqlite":
-            self.conn.execute(text("INSERT INTO memories_fts(rowid, words) VALUES (:n, :w)"), index)
+            self.conn.connection.driver_connection.executemany(
+                "INSERT INTO memories_fts(rowid, words) VALUES (:n, :w)", index)
         else:
             self.conn.execute(text("UPDATE memories SET content_tsv = to_tsvector('simple', :w) WHERE number = :n"), index)
         return numbers
@@ -239,7 +271,12 @@ class Repository:
             for term, n in ((TOTAL_DOCS_TERM, 1), (TOTAL_WORDS_TERM, len(ws)), *((w[:128], 1) for w in set(ws))):
                 key = (tenant, scope, term)
                 counts[key] = counts.get(key, 0) + n
-        if counts:
+        if counts and self.dialect == "sqlite":
+            self.conn.connection.driver_connection.executemany(
+                "INSERT INTO scope_terms (tenant, scope, term, docs) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (tenant, scope, term) DO UPDATE SET docs = docs + excluded.docs",
+                [(*k, v) for k, v in sorted(counts.items())])
+        elif counts:
             st = t.scope_terms
             upsert = _upsert(self.dialect)(st).values(
                 tenant=bindparam("tenant"), scope=bindparam("scope"), term=bindparam("term"), docs=bindparam("docs"))
@@ -251,7 +288,7 @@ class Repository:
     def insert_source_events(self, rows: list[dict[str, Any]]) -> list[int]:
         numbers = self._allocate_numbers("source_events", len(rows))
         if numbers:
-            self.conn.execute(_INSERTS["source_events"], [dict(row, number=n) for n, row in zip(numbers, rows)])
+            self._insert_many(t.source_events, [dict(row, number=n) for n, row in zip(numbers, rows)])
         return numbers
 
     def _allocate_numbers(self, table: str, count: int) -> list[int]:
@@ -268,8 +305,7 @@ class Repository:
         return list(range(top + 1, top + 1 + count))
 
     def insert_vectors(self, rows: list[dict[str, Any]]) -> None:
-        if rows:
-            self.conn.execute(insert(t.memory_vectors), rows)
+        self._insert_many(t.memory_vectors, rows)
 
     def get_memory(self, tenant: str, number: int, *, lock: bool = False) -> Row | None:
         m = t.memories
@@ -297,7 +333,11 @@ class Repository:
         """Memories of the scope containing each term (term specificity, query planning)."""
         if not terms:
             return {}
-        params = {"tenant": tenant, "scope": scope, "terms": sorted({w[:128] for w in terms})}
+        wanted = sorted({w[:128] for w in terms})
+        if self.dialect == "sqlite":
+            rows = self.conn.connection.driver_connection.execute(_SQLITE_TERM_DOCS, (tenant, scope, json.dumps(wanted)))
+            return dict(rows)
+        params = {"tenant": tenant, "scope": scope, "terms": wanted}
         return {r.term: r.docs for r in self.conn.execute(_TERM_DOCS, params)}
 
     def lexical_matches(self, tenant: str, scope: str, terms: Sequence[str], limit: int,
@@ -436,6 +476,8 @@ class Repository:
     def procedures_with_sessions(self, tenant: str, scope: str | None = None, ids: Sequence[str] | None = None) -> list[Row]:
         """Procedures joined with their source session's current outcome metadata."""
         if ids is None and scope is not None:
+            if self.dialect == "sqlite":
+                return driver_path.select(self.conn, _SQLITE_PROCEDURES_IN_SCOPE, (tenant, scope), _PROCEDURE_COLUMNS)
             return list(self.conn.execute(_PROCEDURES_IN_SCOPE, {"tenant": tenant, "scope": scope}))
         p, s = t.procedures, t.sessions
         stmt = select(
@@ -473,11 +515,10 @@ class Repository:
         return list(self.conn.execute(stmt))
 
     def insert_exposures(self, retrieval_id: str, targets: Sequence[tuple[str, str]], start: int) -> None:
-        if targets:
-            self.conn.execute(insert(t.exposures), [
-                {"retrieval_id": retrieval_id, "target_kind": k, "target_id": i, "position": start + n, "covered": False}
-                for n, (k, i) in enumerate(targets)
-            ])
+        self._insert_many(t.exposures, [
+            {"retrieval_id": retrieval_id, "target_kind": k, "target_id": i, "position": start + n, "covered": False}
+            for n, (k, i) in enumerate(targets)
+        ])
 
     def exposures(self, retrieval_ids: Sequence[str]) -> list[Row]:
         x = t.exposures
@@ -520,8 +561,7 @@ class Repository:
 
     def append_feedback_rows(self, rows: list[dict[str, Any]]) -> None:
         """Appends rows in list order (one statement; their seq follows the order)."""
-        if rows:
-            self.conn.execute(_INSERTS["feedback_rows"], rows)
+        self._insert_many(t.feedback_rows, rows)
 
     def last_accepted_seqs(self, retrieval_id: str) -> dict[tuple[str, str], int]:
         """The latest accepted row of each target of a retrieval."""
@@ -558,6 +598,8 @@ class Repository:
                 occurrences=g.c.occurrences + 1, open=True, last_seen_at=now, text=text_))
 
     def open_gaps(self, tenant: str, scope: str) -> list[Row]:
+        if self.dialect == "sqlite":
+            return driver_path.select(self.conn, _SQLITE_OPEN_GAPS, (tenant, scope), list(t.knowledge_gaps.c))
         return list(self.conn.execute(_OPEN_GAPS, {"tenant": tenant, "scope": scope}))
 
     def close_gaps(self, ids: Sequence[int]) -> None:
