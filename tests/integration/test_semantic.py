@@ -61,3 +61,43 @@ def test_each_memory_is_embedded_once_and_exact_words_still_decide(semantic_serv
     assert counts["memory_vectors"] == counts["memories"]
     named = activate(stub, scope, task="Is the ledger of the payments service in PostgreSQL 16?")
     assert named.memories[0].memory_id == ids[0]
+
+
+PORT_CLAIMS = [
+    "billing-api listens on port 8443 in the prod cluster.",
+    "search-api listens on port 9000 in the prod cluster.",
+    "ledger-worker listens on port 7070 in the prod cluster.",
+    "notify-hub listens on port 6060 in the prod cluster.",
+]
+
+
+def _ranking(stub, scope, task):
+    return {m.content: (m.ranking.relevance, i) for i, m in enumerate(activate(stub, scope, task=task).memories)}
+
+
+def test_meaning_never_lifts_a_claim_about_another_named_thing(semantic_server, server):
+    """Same-template claims about other services are near neighbours in meaning; when the cue names
+    the service, they keep only their lexical evidence, and the claim naming it ranks first."""
+    cue = "Which port does billing-api listen on?"
+    rankings = {}
+    for name, srv in (("hybrid", semantic_server), ("lexical", server)):
+        scope = new_scope()
+        for claim in PORT_CLAIMS:  # one claim per call, same order: identical scope statistics
+            a = activate(srv.stub, scope, task="seed")
+            remember(srv.stub, a.session_id, scope, claim)
+            assess_all(srv.stub, a)
+            commit(srv.stub, a.session_id)
+        rankings[name] = _ranking(srv.stub, scope, cue)
+    hybrid, lexical = rankings["hybrid"], rankings["lexical"]
+    named = PORT_CLAIMS[0]
+    assert hybrid[named][1] == 0, hybrid
+    assert hybrid[named][0] > lexical[named][0]  # the named claim does get semantic evidence
+    neighbours = {c: rel for c, (rel, _) in hybrid.items() if c in PORT_CLAIMS[1:]}
+    assert neighbours == {c: rel for c, (rel, _) in lexical.items() if c in PORT_CLAIMS[1:]}
+
+
+def test_a_cue_without_names_keeps_the_semantic_evidence(semantic_server):
+    scope = new_scope()
+    _store(semantic_server.stub, scope)
+    ranking = _ranking(semantic_server.stub, scope, PARAPHRASE)
+    assert ranking[CLAIM][1] == 0 and ranking[CLAIM][0] >= 0.35  # admitted on meaning alone

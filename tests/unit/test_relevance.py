@@ -144,3 +144,59 @@ def test_exact_words_decide_between_semantic_near_duplicates():
     # Two claims of one template are near neighbours of the cue; the one naming what the cue names wins.
     assert fused_relevance(0.8, 0.95) > fused_relevance(0.3, 0.95) > fused_relevance(0.3, 0.2)
     assert fused_relevance(0.0, 1.0) < 1.0
+
+
+def test_cue_names_are_joined_words_words_with_digits_and_capitalised_words_after_the_first():
+    from slowave.domain.relevance import cue_names
+
+    assert cue_names("Which service reads deploy/media-transcoder/runtime.json?") == ["deploy/media-transcoder/runtime.json"]
+    assert cue_names("What happened after moving ledger-worker to Python 3.12.1?") == ["ledger-worker", "python", "3.12.1"]
+    assert cue_names("What did SEC-5165 reveal on 2024-08-23?") == ["sec-5165", "2024-08-23"]
+    assert cue_names("Who produces to metrics.updates.v1 for Kafka") == ["metrics.updates.v1", "kafka"]
+    assert cue_names("Whom do I page when the picture scaling worker breaks?") == []  # "I" is one letter
+    assert cue_names("Deploy the thing") == []  # the first word is capitalised as any sentence start
+
+
+def test_a_name_is_mentioned_only_as_a_whole_span():
+    from slowave.domain.relevance import mentions
+
+    assert mentions("moving ledger-worker to python 3.12.1 doubled cold starts", "ledger-worker")
+    assert mentions("moving ledger-worker to python 3.12.1 doubled cold starts", "3.12.1")
+    assert not mentions("two ledger-workers", "ledger-worker")
+    assert not mentions("python 3.12.10", "3.12.1")
+    assert mentions("ledger-worker", "ledger-worker")
+
+
+def _names(cue: Cue, *contents: str):
+    from slowave.domain.relevance import CueNames, LexicalScorer
+
+    return CueNames.among(cue, LexicalScorer.for_cue(cue, {"": 100}), list(contents))
+
+
+def test_semantic_evidence_follows_what_the_cue_names():
+    from slowave.domain.relevance import fused_relevance
+
+    cue = Cue("Which port does billing-api listen on?")
+    named, neighbour = "billing-api listens on port 8443.", "search-api listens on port 9000."
+    names = _names(cue, named, neighbour)
+    assert names.share(named) == 1.0 and names.share(neighbour) == 0.0
+    # The neighbour is as close in meaning (cosine 0.9) but keeps only its lexical evidence.
+    assert fused_relevance(0.3, 0.9, names.share(neighbour)) == 0.3
+    assert fused_relevance(0.3, 0.9, names.share(named)) > 0.8
+
+
+def test_a_name_no_candidate_mentions_is_ordinary_wording():
+    # "sign-in" is name-like in form, but nothing in the scope mentions it: no candidate loses
+    # its semantic evidence for lacking it, so paraphrases keep working.
+    names = _names(Cue("Which SQL engine sits under the sign-in front door?"), "auth-gateway now uses Postgres 15.")
+    assert names.weights == {} and names.share("auth-gateway now uses Postgres 15.") == 1.0
+
+
+def test_names_weigh_by_the_specificity_of_their_words():
+    from slowave.domain.relevance import CueNames, LexicalScorer
+
+    cue = Cue("Does geo-lookup use Kafka?")
+    # "kafka" occurs in half the scope, "geo" and "lookup" in one memory each.
+    scorer = LexicalScorer.for_cue(cue, {"": 100, "kafka": 50, "geo": 1, "lookup": 1})
+    names = CueNames.among(cue, scorer, ["geo-lookup uses Redis.", "search-api uses Kafka."])
+    assert names.share("geo-lookup uses Redis.") > 0.8 > 0.2 > names.share("search-api uses Kafka.") > 0

@@ -182,15 +182,81 @@ def semantic_strength(cosine: float) -> float:
     return SEMANTIC_CEILING * max(0.0, min(1.0, (cosine - SEMANTIC_FLOOR_COSINE) / SEMANTIC_SPAN))
 
 
-def fused_relevance(lexical: float, cosine: float | None) -> float:
+def fused_relevance(lexical: float, cosine: float | None, name_share: float = 1.0) -> float:
     """Hybrid relevance: the probabilistic OR of the channels' evidence, 1 − (1 − lex)(1 − sem).
 
     A paraphrase with no shared word is found on meaning alone, and — the semantic evidence being
     capped below certainty — between two claims that mean nearly the same thing the one whose exact
-    words match the cue still ranks higher."""
+    words match the cue still ranks higher. `name_share` (see CueNames) scales the semantic
+    evidence: a memory that does not mention what the cue names gets none of it."""
     if cosine is None:
         return lexical
-    return precise(1 - (1 - lexical) * (1 - semantic_strength(cosine)))
+    return precise(1 - (1 - lexical) * (1 - semantic_strength(cosine) * name_share))
+
+
+# Spans of a cue that name something rather than describe it: words joined by - . / : _
+# (`geo-lookup`, `deploy/app/runtime.json`, `2024-08-23`, `SEC-5165`, `metrics.updates.v1`), words
+# with a digit (`v1`, `3.12.1`, `9000`) and capitalised words after the first (`Kafka`, `Novak`).
+_SPAN = re.compile(r"[^\W_]+(?:[-./:_][^\W_]+)*")
+
+
+def cue_names(text: str) -> list[str]:
+    """The cue's name-like spans, case-folded, in order."""
+    names = []
+    for i, match in enumerate(_SPAN.finditer(text)):
+        span = match.group(0)
+        joined = not span.isalnum()
+        if joined or any(c.isdigit() for c in span) or (i > 0 and len(span) > 1 and span[0].isupper()):
+            names.append(span.casefold())
+    return names
+
+
+def mentions(folded_text: str, name: str) -> bool:
+    """`name` occurs in the case-folded text as a whole span (`ledger-worker` is not in `ledger-workers`)."""
+    start = 0
+    while (i := folded_text.find(name, start)) >= 0:
+        end = i + len(name)
+        if (i == 0 or not folded_text[i - 1].isalnum()) and (end == len(folded_text) or not folded_text[end].isalnum()):
+            return True
+        start = i + 1
+    return False
+
+
+@dataclass(frozen=True)
+class CueNames:
+    """What the cue names, among the things the candidates mention — and how much each weighs.
+
+    Meaning finds a memory that shares no word with the cue, but it cannot tell `search-api
+    listens on 9000` from `billing-api listens on 8443`: to an embedding model they are near
+    neighbours, and only the names tell them apart. So when the cue names something that the
+    scope's candidates mention (a service, a file, a date, a version, a ticket, a person), a
+    memory gets semantic evidence only in proportion to the share of those names it mentions
+    itself, weighted by their words' specificity. A name no candidate mentions (`sign-in` in a
+    paraphrase) is ordinary wording and weighs nothing; a cue without names leaves the semantic
+    channel as it is. Lexical evidence and the admission floor are untouched, so exact words
+    still admit and rank a memory however its meaning compares.
+    """
+
+    weights: dict[str, float]
+
+    @classmethod
+    def among(cls, cue: Cue, scorer: LexicalScorer, contents: list[str]) -> "CueNames":
+        names = dict.fromkeys(cue_names(cue.primary) + (cue_names(cue.semantic) if cue.semantic else []))
+        if not names:
+            return cls({})
+        folded = [c.casefold() for c in contents]
+        weights = {}
+        for name in names:
+            if any(mentions(text, name) for text in folded):
+                weights[name] = sum(scorer.weights.get(t, 0.0) for t in set(tokens(name))) or 1.0
+        return cls(weights)
+
+    def share(self, content: str) -> float:
+        """Share of the cue's names (by weight) that the text mentions; 1 when the cue names nothing."""
+        if not self.weights:
+            return 1.0
+        folded = content.casefold()
+        return sum(w for name, w in self.weights.items() if mentions(folded, name)) / sum(self.weights.values())
 
 
 @dataclass(frozen=True)

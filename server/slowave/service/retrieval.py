@@ -21,6 +21,7 @@ from slowave.domain.relevance import (
     TOTAL_DOCS_TERM,
     TOTAL_WORDS_TERM,
     Cue,
+    CueNames,
     LexicalScorer,
     admits,
     fused_relevance,
@@ -51,7 +52,8 @@ class _Candidate:
 def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limits: RetrievalLimits,
                        semantic: SemanticChannel | None, query_vector: Any) -> tuple[list[_Candidate], dict[int, Row]]:
     """Candidates from the full-text index (always), the containment floor, and — when enabled —
-    the semantic channel; each scored by (fused) relevance and admitted on threshold or floor."""
+    the semantic channel; each scored by (fused) relevance and admitted on threshold or floor.
+    With the semantic channel, what the cue names (CueNames) is read from all candidates."""
     doc_counts = repo.term_statistics(tenant, scope, [TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, *cue.token_set])
     query = lexical_query(cue.token_set, doc_counts, limits.lexical_doc_budget)
     scorer = LexicalScorer.for_cue(cue, doc_counts)
@@ -75,11 +77,15 @@ def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limi
         for row in repo.get_memories(n for n in cosines if n not in rows).values():
             if row.status == "active" or row.stale_reason == "superseded":
                 rows[row.number] = row
+    names = CueNames.among(cue, scorer, [row.content for row in rows.values()]) if semantic is not None else None
     admitted = {}
     for n in list(rows):
         content = rows[n].content
         lexical = scorer.relevance(content, n in contained)
-        rel = fused_relevance(lexical, cosines.get(n, -1.0) if semantic is not None else None)
+        if names is None:
+            rel = lexical
+        else:
+            rel = fused_relevance(lexical, cosines.get(n, -1.0), names.share(content))
         if admits(cue, rel, content, n in contained):
             admitted[n] = rel
     direct: dict[int, _Candidate] = {}
