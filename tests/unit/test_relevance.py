@@ -200,3 +200,14 @@ def test_names_weigh_by_the_specificity_of_their_words():
     scorer = LexicalScorer.for_cue(cue, {"": 100, "kafka": 50, "geo": 1, "lookup": 1})
     names = CueNames.among(cue, scorer, ["geo-lookup uses Redis.", "search-api uses Kafka."])
     assert names.share("geo-lookup uses Redis.") > 0.8 > 0.2 > names.share("search-api uses Kafka.") > 0
+
+
+def test_two_weak_channels_do_not_add_up_to_admission():
+    from slowave.domain.relevance import fused_relevance, semantic_strength
+
+    weak_cosine = 0.20  # semantic strength ≈ 0.18, below the threshold on its own
+    assert semantic_strength(weak_cosine) < ADMISSION_THRESHOLD
+    assert fused_relevance(0.30, weak_cosine) == 0.30 < ADMISSION_THRESHOLD
+    # Once one channel stands on its own, the other corroborates it.
+    assert fused_relevance(0.40, weak_cosine) > 0.40
+    assert fused_relevance(0.30, 0.40) > semantic_strength(0.40) >= ADMISSION_THRESHOLD

@@ -188,10 +188,18 @@ def fused_relevance(lexical: float, cosine: float | None, name_share: float = 1.
     A paraphrase with no shared word is found on meaning alone, and — the semantic evidence being
     capped below certainty — between two claims that mean nearly the same thing the one whose exact
     words match the cue still ranks higher. `name_share` (see CueNames) scales the semantic
-    evidence: a memory that does not mention what the cue names gets none of it."""
+    evidence: a memory that does not mention what the cue names gets none of it.
+
+    Corroboration needs a channel that stands on its own: when neither channel alone reaches the
+    admission threshold, two weak signals do not add up (the stronger one is the relevance). Weak
+    lexical overlap plus a vague resemblance in meaning is how unrelated memories of the same
+    project crowd a page; each one shown costs the agent context and an `irrelevant` assessment."""
     if cosine is None:
         return lexical
-    return precise(1 - (1 - lexical) * (1 - semantic_strength(cosine) * name_share))
+    semantic = semantic_strength(cosine)
+    if lexical < ADMISSION_THRESHOLD and semantic < ADMISSION_THRESHOLD:
+        return precise(max(lexical, semantic * name_share))
+    return precise(1 - (1 - lexical) * (1 - semantic * name_share))
 
 
 # Spans of a cue that name something rather than describe it: words joined by - . / : _
