@@ -72,3 +72,21 @@ def test_select_converts_like_sqlalchemy(db: Database) -> None:
         through_driver = driver_path.select(conn, "SELECT * FROM sessions", (), list(t.sessions.c))
         through_sqlalchemy = list(conn.execute(select(t.sessions)))
     assert [r._asdict() for r in through_driver] == [dict(r._mapping) for r in through_sqlalchemy]
+
+
+def test_row_where_and_update_where_match_sqlalchemy(db: Database) -> None:
+    from sqlalchemy import update
+
+    later = NOW + timedelta(minutes=5)
+    change = dict(state="closed", ended_at=later, verification={"status": "verified", "refs": ["a", 1]},
+                  completion_recorded=True)
+    with db.engine.begin() as conn:
+        conn.execute(insert(t.sessions), [_session("sess_sa"), _session("sess_driver")])
+        conn.execute(update(t.sessions).where(t.sessions.c.id == "sess_sa").values(**change))
+        assert driver_path.update_where(conn, t.sessions, {"id": "sess_driver", "state": "open"}, change) == 1
+        assert driver_path.update_where(conn, t.sessions, {"id": "sess_driver", "state": "open"}, change) == 0
+        through_driver = driver_path.row_where(conn, t.sessions, {"id": "sess_driver", "tenant": "local"})
+        assert driver_path.row_where(conn, t.sessions, {"id": "sess_driver", "tenant": "other"}) is None
+        through_sqlalchemy = conn.execute(select(t.sessions).where(t.sessions.c.id == "sess_sa")).one()
+    assert _without(through_driver, "id") == _without(through_sqlalchemy, "id")
+    assert through_driver.ended_at == later and through_driver.completion_recorded is True

@@ -73,6 +73,12 @@ def insert_many(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) 
         start = end
 
 
+def _row_type(names: list[str]) -> type:
+    """A named tuple that also answers `_mapping`, like SQLAlchemy's Row."""
+    base = namedtuple("DriverRow", names)
+    return type("DriverRow", (base,), {"__slots__": (), "_mapping": property(lambda self: self._asdict())})
+
+
 def select(conn: Connection, sql: str, params: dict[str, Any] | Sequence[Any],
            columns: Sequence[Column | tuple[str, Any]]) -> list[Any]:
     """Runs a SELECT whose result columns are `columns` (table columns, or (name, type) pairs for
@@ -85,9 +91,43 @@ def select(conn: Connection, sql: str, params: dict[str, Any] | Sequence[Any],
             name, type_ = (c.key, c.type) if isinstance(c, Column) else c
             names.append(name)
             processors.append(type_._cached_result_processor(conn.dialect, None) if type_ is not None else None)
-        shape = _RESULT_SHAPES[key] = (namedtuple("DriverRow", names), tuple(processors))
+        shape = _RESULT_SHAPES[key] = (_row_type(names), tuple(processors))
     row_type, processors = shape
     out = []
     for raw in _driver(conn).execute(sql, params):
         out.append(row_type._make([p(v) if p is not None else v for p, v in zip(processors, raw)]))
     return out
+
+
+_ROW_SQL: dict[tuple[str, tuple[str, ...]], str] = {}
+_UPDATE_SQL: dict[tuple[str, tuple[str, ...], tuple[str, ...]], str] = {}
+
+
+def _bound(conn: Connection, table: Table, values: dict[str, Any]) -> list[Any]:
+    out = []
+    for key, value in values.items():
+        processor = table.c[key].type._cached_bind_processor(conn.dialect)
+        out.append(processor(value) if processor is not None else value)
+    return out
+
+
+def row_where(conn: Connection, table: Table, equals: dict[str, Any]) -> Any | None:
+    """The row of `table` whose columns equal the given values (keys are unique), or None."""
+    key = (table.name, tuple(equals))
+    sql = _ROW_SQL.get(key)
+    if sql is None:
+        where = " AND ".join(f"{table.c[k].name} = ?" for k in equals)
+        sql = _ROW_SQL[key] = f"SELECT {', '.join(c.name for c in table.c)} FROM {table.name} WHERE {where} LIMIT 1"
+    rows = select(conn, sql, _bound(conn, table, equals), list(table.c))
+    return rows[0] if rows else None
+
+
+def update_where(conn: Connection, table: Table, equals: dict[str, Any], values: dict[str, Any]) -> int:
+    """Sets plain values on the rows whose columns equal `equals`; returns how many rows matched."""
+    key = (table.name, tuple(values), tuple(equals))
+    sql = _UPDATE_SQL.get(key)
+    if sql is None:
+        sets = ", ".join(f"{table.c[k].name} = ?" for k in values)
+        where = " AND ".join(f"{table.c[k].name} = ?" for k in equals)
+        sql = _UPDATE_SQL[key] = f"UPDATE {table.name} SET {sets} WHERE {where}"
+    return _driver(conn).execute(sql, _bound(conn, table, values) + _bound(conn, table, equals)).rowcount

@@ -86,6 +86,9 @@ _PROCEDURE_COLUMNS = [*_p.c, _s.c.outcome, _s.c.outcome_summary, _s.c.verificati
 _SQLITE_PROCEDURES_IN_SCOPE = (
     f"SELECT {', '.join('p.' + c.name for c in _p.c)}, s.outcome, s.outcome_summary, s.verification, s.task "
     "FROM procedures p JOIN sessions s ON s.id = p.session_id WHERE p.tenant = ? AND p.scope = ?")
+_SQLITE_EXPOSURES = (
+    f"SELECT {', '.join(c.name for c in t.exposures.c)} FROM exposures "
+    "WHERE retrieval_id IN (SELECT value FROM json_each(?)) ORDER BY retrieval_id, position")
 _SQLITE_OPEN_GAPS = (
     f"SELECT {', '.join(c.name for c in _g.c)} FROM knowledge_gaps WHERE tenant = ? AND scope = ? AND open = 1 "
     "ORDER BY last_seen_at DESC, id DESC")
@@ -95,6 +98,19 @@ class Repository:
     def __init__(self, connection: Connection, dialect: str) -> None:
         self.conn = connection
         self.dialect = dialect
+
+    def _row_where(self, table, lock: bool = False, **equals: Any) -> Row | None:  # noqa: ANN001
+        """The row whose columns equal the given values (a unique key)."""
+        if self.dialect == "sqlite":
+            return driver_path.row_where(self.conn, table, equals)
+        return self._one(select(table).where(*(table.c[k] == v for k, v in equals.items())), lock)
+
+    def _update_where(self, table, equals: dict[str, Any], values: dict[str, Any]) -> None:  # noqa: ANN001
+        """Sets plain values (no SQL expressions) on the rows matching `equals`."""
+        if self.dialect == "sqlite":
+            driver_path.update_where(self.conn, table, equals, values)
+        else:
+            self.conn.execute(update(table).where(*(table.c[k] == v for k, v in equals.items())).values(**values))
 
     def _one(self, stmt, lock: bool = False) -> Row | None:  # noqa: ANN001
         if lock and self.dialect != "sqlite":
@@ -123,23 +139,23 @@ class Repository:
         self._insert(t.sessions, **values)
 
     def get_session(self, tenant: str, session_id: str, *, lock: bool = False) -> Row | None:
-        s = t.sessions
-        return self._one(select(s).where(s.c.id == session_id, s.c.tenant == tenant), lock)
+        return self._row_where(t.sessions, lock, id=session_id, tenant=tenant)
 
     def get_session_any(self, session_id: str) -> Row | None:
         """A session by id whatever its tenant (provenance of memories the caller already sees)."""
-        return self._one(select(t.sessions).where(t.sessions.c.id == session_id))
+        return self._row_where(t.sessions, id=session_id)
 
     def update_session(self, session_id: str, **values: Any) -> None:
-        self.conn.execute(update(t.sessions).where(t.sessions.c.id == session_id).values(**values))
+        self._update_where(t.sessions, {"id": session_id}, values)
 
     def touch_session(self, session_id: str, now: datetime, *, recall: bool = False) -> None:
         """Activity of an open session (spec 2.3); a Recall also counts as a recall call."""
         s = t.sessions
-        values: dict[str, Any] = {"last_activity_at": now}
-        if recall:
-            values["recall_calls"] = s.c.recall_calls + 1
-        self.conn.execute(update(s).where(s.c.id == session_id, s.c.state == "open").values(**values))
+        if not recall:
+            self._update_where(s, {"id": session_id, "state": "open"}, {"last_activity_at": now})
+            return
+        self.conn.execute(update(s).where(s.c.id == session_id, s.c.state == "open")
+                          .values(last_activity_at=now, recall_calls=s.c.recall_calls + 1))
 
     def add_session_events(self, session_id: str, count: int) -> None:
         s = t.sessions
@@ -183,8 +199,7 @@ class Repository:
     # ---------------------------------------------------------------- continuity
 
     def get_continuity(self, tenant: str, token: str) -> Row | None:
-        c = t.continuity_tokens
-        return self._one(select(c).where(c.c.id == token, c.c.tenant == tenant))
+        return self._row_where(t.continuity_tokens, id=token, tenant=tenant)
 
     def insert_continuity(self, **values: Any) -> None:
         self._insert(t.continuity_tokens, **values)
@@ -308,8 +323,7 @@ class Repository:
         self._insert_many(t.memory_vectors, rows)
 
     def get_memory(self, tenant: str, number: int, *, lock: bool = False) -> Row | None:
-        m = t.memories
-        return self._one(select(m).where(m.c.number == number, m.c.tenant == tenant), lock)
+        return self._row_where(t.memories, lock, number=number, tenant=tenant)
 
     def get_memories(self, numbers: Iterable[int]) -> dict[int, Row]:
         m = t.memories
@@ -464,14 +478,13 @@ class Repository:
     # ---------------------------------------------------------------- procedures
 
     def get_procedure(self, tenant: str, procedure_id: str, *, lock: bool = False) -> Row | None:
-        p = t.procedures
-        return self._one(select(p).where(p.c.id == procedure_id, p.c.tenant == tenant), lock)
+        return self._row_where(t.procedures, lock, id=procedure_id, tenant=tenant)
 
     def insert_procedure(self, **values: Any) -> None:
         self._insert(t.procedures, **values)
 
     def update_procedure(self, procedure_id: str, **values: Any) -> None:
-        self.conn.execute(update(t.procedures).where(t.procedures.c.id == procedure_id).values(**values))
+        self._update_where(t.procedures, {"id": procedure_id}, values)
 
     def procedures_with_sessions(self, tenant: str, scope: str | None = None, ids: Sequence[str] | None = None) -> list[Row]:
         """Procedures joined with their source session's current outcome metadata."""
@@ -506,8 +519,7 @@ class Repository:
         self._insert(t.retrievals, **values)
 
     def get_retrieval(self, tenant: str, retrieval_id: str, *, lock: bool = False) -> Row | None:
-        r = t.retrievals
-        return self._one(select(r).where(r.c.id == retrieval_id, r.c.tenant == tenant), lock)
+        return self._row_where(t.retrievals, lock, id=retrieval_id, tenant=tenant)
 
     def session_retrievals(self, session_id: str) -> list[Row]:
         r = t.retrievals
@@ -524,6 +536,8 @@ class Repository:
         x = t.exposures
         if not retrieval_ids:
             return []
+        if self.dialect == "sqlite":
+            return driver_path.select(self.conn, _SQLITE_EXPOSURES, (json.dumps(list(retrieval_ids)),), list(x.c))
         stmt = select(x).where(x.c.retrieval_id.in_(list(retrieval_ids))).order_by(x.c.retrieval_id, x.c.position)
         return list(self.conn.execute(stmt))
 
@@ -542,14 +556,11 @@ class Repository:
         self.conn.execute(stmt, [{"r": retrieval_id, "k": k, "i": i} for k, i in targets])
 
     def get_cursor(self, cursor_id: str) -> Row | None:
-        c = t.cursors
-        return self._one(select(c).where(c.c.id == cursor_id))
+        return self._row_where(t.cursors, id=cursor_id)
 
     def cursor_at(self, retrieval_id: str, memory_offset: int, procedure_offset: int) -> Row | None:
-        c = t.cursors
-        return self._one(select(c).where(
-            c.c.retrieval_id == retrieval_id, c.c.memory_offset == memory_offset, c.c.procedure_offset == procedure_offset
-        ))
+        return self._row_where(t.cursors, retrieval_id=retrieval_id, memory_offset=memory_offset,
+                               procedure_offset=procedure_offset)
 
     def insert_cursor(self, **values: Any) -> None:
         self._insert(t.cursors, **values)
