@@ -66,6 +66,8 @@ class Settings:
     """How often the background consolidator looks for queued sessions."""
     gauge_refresh_seconds: float = 5.0
     """How often database-derived gauges (open sessions) are refreshed."""
+    wal_checkpoint_seconds: float = 1.0
+    """SQLite: how often the background checkpointer copies the write-ahead log into the database."""
     semantic: bool = False
     """Hybrid retrieval with the sentence-embedding channel (needs the [semantic] extra)."""
     tenant: str = "local"

@@ -25,7 +25,7 @@ from slowave.service.consolidation import Consolidator
 from slowave.service.context import ServiceContext
 from slowave.service.reaper import Reaper
 from slowave.service.retrieval import policy_version
-from slowave.storage.database import Database
+from slowave.storage.database import Database, WalCheckpointer
 from slowave.v1 import memory_service_pb2 as pb
 
 log = logging.getLogger("slowave")
@@ -55,6 +55,7 @@ class RunningServer:
     reaper: Reaper
     consolidator: Consolidator
     gauges: GaugeRefresher
+    checkpointer: WalCheckpointer | None = None
     metrics_port: int | None = None
     _metrics_http: object | None = None
 
@@ -65,6 +66,8 @@ class RunningServer:
         self.reaper.stop()
         self.consolidator.stop()
         self.gauges.stop()
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
         if self._metrics_http is not None:
             self._metrics_http.shutdown()  # type: ignore[attr-defined]
         self.ctx.db.dispose()
@@ -113,7 +116,8 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
     consolidator.start()
     gauges = GaugeRefresher(ctx, metrics, settings.gauge_refresh_seconds)
     gauges.start()
-    running = RunningServer(server, port, ctx, metrics, health_servicer, reaper, consolidator, gauges)
+    running = RunningServer(server, port, ctx, metrics, health_servicer, reaper, consolidator, gauges,
+                            checkpointer=db.background_checkpoints(settings.wal_checkpoint_seconds))
     if settings.metrics_addr:
         running._metrics_http = metrics.serve(settings.metrics_addr)
         running.metrics_port = running._metrics_http.server_port  # type: ignore[attr-defined]

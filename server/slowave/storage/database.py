@@ -98,6 +98,11 @@ def _sqlite_engine(url: str) -> Engine:
         cur = dbapi_connection.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL mode
+        # No checkpoint inside a request's commit: copying the WAL back into the database took
+        # ≈ 20–30 ms in every thousandth-page commit (the p99 of every RPC). WalCheckpointer does it
+        # in the background; a process without one (an admin command) checkpoints when it closes.
+        cur.execute("PRAGMA wal_autocheckpoint=0")
+        cur.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
         cur.execute("PRAGMA busy_timeout=30000")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.close()
@@ -118,6 +123,68 @@ def _sqlite_engine(url: str) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+WAL_SIZE_LIMIT = 64 * 1024 * 1024  # bytes of WAL file kept after a checkpoint reset; the rest is truncated
+
+
+class WalCheckpointer:
+    """Copies a SQLite store's write-ahead log back into the database, off the request path.
+
+    Every `interval` seconds, on a connection of its own, a PASSIVE checkpoint copies what it can
+    while requests go on (the sqlite3 module releases the GIL while SQLite works). SQLite restarts
+    the log only when a transaction begins with everything copied, which under steady load almost
+    never happens by chance (a transaction is nearly always open and commits just after the copy).
+    So the checkpointer then takes the process's writer lock, just long enough to copy the few
+    pages written meanwhile, and the next write starts the log afresh: the file stays small.
+    """
+
+    def __init__(self, path: str, interval: float = 1.0, writer_lock: threading.RLock | None = None) -> None:
+        self.path = path
+        self.interval = interval
+        self._writer_lock = writer_lock
+        self.checkpoints = 0
+        """Checkpoints that copied at least one page (for tests and diagnosis)."""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="slowave-wal-checkpoint", daemon=True)
+
+    def start(self) -> "WalCheckpointer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def checkpoint(self) -> tuple[int, int]:
+        """One checkpoint; returns (pages in the log, pages copied)."""
+        in_log, copied = self._passive()
+        lock = self._writer_lock
+        if in_log > 0 and lock is not None and lock.acquire(timeout=self.interval):
+            try:
+                in_log, copied = self._passive()
+            finally:
+                lock.release()
+        if copied > 0:
+            self.checkpoints += 1
+        return in_log, copied
+
+    def _passive(self) -> tuple[int, int]:
+        # A connection per checkpoint, closed before returning: one still open when the next
+        # transaction begins would keep its read mark, and SQLite would not restart the log.
+        connection = sqlite3.connect(f"file:{self.path}?mode=rw", uri=True, timeout=0)
+        try:
+            (_busy, in_log, copied), = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        finally:
+            connection.close()
+        return in_log, copied
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.checkpoint()
+            except sqlite3.Error as exc:  # the store is gone or replaced: the next request reports it
+                log.debug("WAL checkpoint skipped: %s", exc)
 
 
 def _identity(path: str) -> tuple[int, int] | None:
@@ -141,6 +208,13 @@ class Database:
         # with sleeps of up to 100 ms and no order: waits become as long as the work ahead of them,
         # not multiples of the poll interval. (Other processes still meet the busy timeout.)
         self._writer = threading.RLock() if self.dialect == "sqlite" else None
+        self.sqlite_path = url.split("///", 1)[-1] if self.dialect == "sqlite" else None
+
+    def background_checkpoints(self, interval: float = 1.0) -> WalCheckpointer | None:
+        """Starts the WAL checkpointer of a SQLite store (None on PostgreSQL); stop it before dispose()."""
+        if self.sqlite_path is None:
+            return None
+        return WalCheckpointer(self.sqlite_path, interval, self._writer).start()
 
     def migrate(self) -> None:
         """Creates or upgrades the schema to the newest migration."""
