@@ -46,6 +46,16 @@ def _driver(conn: Connection) -> Any:
     return conn.connection.driver_connection
 
 
+def raw(conn: Connection, sql: str, params: dict[str, Any] | Sequence[Any] = ()) -> Any:
+    """Runs a statement whose values need no conversion (text and numbers); returns the cursor."""
+    return _driver(conn).execute(sql, params)
+
+
+def raw_many(conn: Connection, sql: str, rows: Sequence[dict[str, Any] | Sequence[Any]]) -> None:
+    """`raw` once per row, in one call."""
+    _driver(conn).executemany(sql, rows)
+
+
 def _insert_plan(conn: Connection, table: Table, keys: tuple[str, ...]) -> _InsertPlan:
     plan = _INSERT_PLANS.get((table.name, keys))
     if plan is None:

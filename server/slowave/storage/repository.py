@@ -212,7 +212,7 @@ class Repository:
 
     def scope_has_active_memory(self, tenant: str, scope: str) -> bool:
         if self.dialect == "sqlite":
-            return bool(driver_path.select(self.conn, _SQLITE_HAS_ACTIVE, (tenant, scope), [("x", None)]))
+            return bool(driver_path.raw(self.conn, _SQLITE_HAS_ACTIVE, (tenant, scope)).fetchall())
         return self.conn.execute(_HAS_ACTIVE, {"tenant": tenant, "scope": scope}).first() is not None
 
     def scopes_with_active_memories(self, tenant: str) -> list[str]:
@@ -238,7 +238,7 @@ class Repository:
         if not numbers:
             return {}
         if self.dialect == "sqlite":
-            return dict(self.conn.connection.driver_connection.execute(_SQLITE_FIRST_EVENTS, (json.dumps(list(numbers)),)))
+            return dict(driver_path.raw(self.conn, _SQLITE_FIRST_EVENTS, (json.dumps(list(numbers)),)))
         return {m: n for m, n in self.conn.execute(_FIRST_EVENTS, {"numbers": list(numbers)})}
 
     def find_active_claims(self, tenant: str, scope: str, claims: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
@@ -267,8 +267,7 @@ class Repository:
         index = [{"n": n, "w": index_text(scope_key(row["tenant"], row["scope"]), w)}
                  for n, row, w in zip(numbers, rows, words)]
         if self.dialect == "sqlite":
-            self.conn.connection.driver_connection.executemany(
-                "INSERT INTO memories_fts(rowid, words) VALUES (:n, :w)", index)
+            driver_path.raw_many(self.conn, "INSERT INTO memories_fts(rowid, words) VALUES (:n, :w)", index)
         else:
             self.conn.execute(text("UPDATE memories SET content_tsv = to_tsvector('simple', :w) WHERE number = :n"), index)
         return numbers
@@ -287,8 +286,8 @@ class Repository:
                 key = (tenant, scope, term)
                 counts[key] = counts.get(key, 0) + n
         if counts and self.dialect == "sqlite":
-            self.conn.connection.driver_connection.executemany(
-                "INSERT INTO scope_terms (tenant, scope, term, docs) VALUES (?, ?, ?, ?) "
+            driver_path.raw_many(
+                self.conn, "INSERT INTO scope_terms (tenant, scope, term, docs) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (tenant, scope, term) DO UPDATE SET docs = docs + excluded.docs",
                 [(*k, v) for k, v in sorted(counts.items())])
         elif counts:
@@ -349,8 +348,7 @@ class Repository:
             return {}
         wanted = sorted({w[:128] for w in terms})
         if self.dialect == "sqlite":
-            rows = self.conn.connection.driver_connection.execute(_SQLITE_TERM_DOCS, (tenant, scope, json.dumps(wanted)))
-            return dict(rows)
+            return dict(driver_path.raw(self.conn, _SQLITE_TERM_DOCS, (tenant, scope, json.dumps(wanted))))
         params = {"tenant": tenant, "scope": scope, "terms": wanted}
         return {r.term: r.docs for r in self.conn.execute(_TERM_DOCS, params)}
 
@@ -390,7 +388,7 @@ class Repository:
         placeholders, same connection and transaction): SQLAlchemy's per-row processing cost more
         than the query itself, and these columns need no type conversion."""
         if self.dialect == "sqlite":
-            return [MemoryView._make(r) for r in self.conn.connection.driver_connection.execute(sql, params)]
+            return [MemoryView._make(r) for r in driver_path.raw(self.conn, sql, params)]
         return [MemoryView._make(r) for r in self.conn.execute(text(sql), params)]
 
     def contained_matches(self, tenant: str, scope: str, cues: Sequence[str]) -> list[Row]:
