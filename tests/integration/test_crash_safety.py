@@ -102,6 +102,10 @@ def _load(stub, scope: str, worker: int, acks: Acknowledged, killed: threading.E
             if not killed.is_set():
                 acks.errors_before_kill.append(f"{err.code()}: {err.details()}")
             return
+        except ValueError:  # "Cannot invoke RPC on closed channel": the cleanup after the kill closed it
+            if not killed.is_set():
+                raise
+            return
 
 
 def _read_store(url: str, scope: str) -> dict:
