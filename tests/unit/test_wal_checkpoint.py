@@ -59,12 +59,22 @@ def test_a_checkpoint_copies_the_log_and_the_next_write_starts_it_afresh(db: Dat
 def test_the_background_checkpointer_keeps_up_with_writes_and_stops(db: Database) -> None:
     checkpointer = db.background_checkpoints(interval=0.05)
     try:
-        for _ in range(5):
-            _write(db, 10)
-        wait_until(lambda: checkpointer.checkpoints >= 2, timeout=60, what="background checkpoints")
+        def written_and_checkpointed() -> bool:
+            _write(db, 2)  # an idle store is left alone, so keep writing while waiting
+            return checkpointer.checkpoints >= 2
+
+        wait_until(written_and_checkpointed, timeout=60, what="background checkpoints")
     finally:
         checkpointer.stop()
     assert not checkpointer._thread.is_alive()
+
+
+def test_an_idle_store_is_checkpointed_once(db: Database) -> None:
+    checkpointer = WalCheckpointer(db.sqlite_path, writer_lock=db._writer)
+    _write(db, 5)
+    first = checkpointer.checkpoint()
+    assert first[0] == first[1] > 0 and checkpointer.checkpoints == 1
+    assert checkpointer.checkpoint() == first and checkpointer.checkpoints == 1  # nothing new: no work
 
 
 def test_under_back_to_back_writes_the_log_still_restarts(db: Database) -> None:

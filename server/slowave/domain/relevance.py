@@ -53,6 +53,12 @@ def word_set(text: str):  # noqa: ANN201 - a set-like view
 
 
 @lru_cache(maxsize=_TEXT_CACHE)
+def folded(text: str) -> str:
+    """Case-folded stored text (names are looked up in it)."""
+    return text.casefold()
+
+
+@lru_cache(maxsize=_TEXT_CACHE)
 def normalized(text: str) -> str:
     return normalize_claim(text)
 
@@ -252,10 +258,10 @@ class CueNames:
         names = dict.fromkeys(cue_names(cue.primary) + (cue_names(cue.semantic) if cue.semantic else []))
         if not names:
             return cls({})
-        folded = [c.casefold() for c in contents]
+        texts = [folded(c) for c in contents]
         weights = {}
         for name in names:
-            if any(mentions(text, name) for text in folded):
+            if any(mentions(text, name) for text in texts):
                 weights[name] = sum(scorer.weights.get(t, 0.0) for t in set(tokens(name))) or 1.0
         return cls(weights)
 
@@ -263,8 +269,8 @@ class CueNames:
         """Share of the cue's names (by weight) that the text mentions; 1 when the cue names nothing."""
         if not self.weights:
             return 1.0
-        folded = content.casefold()
-        return sum(w for name, w in self.weights.items() if mentions(folded, name)) / sum(self.weights.values())
+        text = folded(content)
+        return sum(w for name, w in self.weights.items() if mentions(text, name)) / sum(self.weights.values())
 
 
 @dataclass(frozen=True)

@@ -76,8 +76,13 @@ def create_database_engine(url: str, pool: PoolOptions | None = None) -> Engine:
                          connect_args={"connect_timeout": pool.connect_timeout})
 
 
+def sqlite_path(url: str) -> str:
+    """The file of a `sqlite:///path` URL."""
+    return url.split("///", 1)[-1]
+
+
 def _sqlite_engine(url: str) -> Engine:
-    path = url.split("///", 1)[-1]
+    path = sqlite_path(url)
     if not path or path == ":memory:":
         raise ValueError("the SQLite store must be a file: sqlite:///path/to/slowave.db")
     Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -144,7 +149,8 @@ class WalCheckpointer:
         self.interval = interval
         self._writer_lock = writer_lock
         self.checkpoints = 0
-        """Checkpoints that copied at least one page (for tests and diagnosis)."""
+        """Checkpoints that found new pages in the log (for tests and diagnosis)."""
+        self._settled: tuple[int, int] | None = None  # the log as the last complete checkpoint left it
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="slowave-wal-checkpoint", daemon=True)
 
@@ -159,14 +165,17 @@ class WalCheckpointer:
     def checkpoint(self) -> tuple[int, int]:
         """One checkpoint; returns (pages in the log, pages copied)."""
         in_log, copied = self._passive()
+        if in_log == 0 or (in_log, copied) == self._settled:
+            return in_log, copied  # nothing written since: an idle store costs no lock
         lock = self._writer_lock
-        if in_log > 0 and lock is not None and lock.acquire(timeout=self.interval):
+        if lock is not None and lock.acquire(timeout=self.interval):
             try:
                 in_log, copied = self._passive()
             finally:
                 lock.release()
-        if copied > 0:
-            self.checkpoints += 1
+        self.checkpoints += 1
+        if copied == in_log:
+            self._settled = (in_log, copied)
         return in_log, copied
 
     def _passive(self) -> tuple[int, int]:
@@ -208,7 +217,7 @@ class Database:
         # with sleeps of up to 100 ms and no order: waits become as long as the work ahead of them,
         # not multiples of the poll interval. (Other processes still meet the busy timeout.)
         self._writer = threading.RLock() if self.dialect == "sqlite" else None
-        self.sqlite_path = url.split("///", 1)[-1] if self.dialect == "sqlite" else None
+        self.sqlite_path = sqlite_path(url) if self.dialect == "sqlite" else None
 
     def background_checkpoints(self, interval: float = 1.0) -> WalCheckpointer | None:
         """Starts the WAL checkpointer of a SQLite store (None on PostgreSQL); stop it before dispose()."""
