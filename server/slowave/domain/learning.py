@@ -19,8 +19,9 @@ PROCEDURE_OUTCOME_TERMS = {
 PROCEDURE_FAILURE_TERM = -0.03
 
 # A change of any constant above, or of how relevance is computed, must change this label (spec
-# 12.1). v3: semantic evidence follows what the cue names (relevance.CueNames).
-RETRIEVAL_POLICY_VERSION = "v3+learned(step=0.05,bound=0.25)"
+# 12.1). v3: semantic evidence follows what the cue names (relevance.CueNames). v4: BM25 over
+# stemmed terms without stop words (domain.terms), session context, names, dates.
+RETRIEVAL_POLICY_VERSION = "v4(bm25,snowball-en+stop-v1,context2)+learned(step=0.05,bound=0.25)"
 
 CAUTIONARY_CAVEAT = (
     "Cautionary evidence: this procedure was recorded from a session whose outcome was failure; "

@@ -1,54 +1,56 @@
 """Relevance of a memory, procedure or knowledge gap to a cue, and the admission test (spec 12.1).
 
-Lexical relevance blends how much of the item's wording the cue covers with a BM25 score that the
-service computes itself from its own term statistics, so a memory's relevance does not depend on
-which backend's full-text index found it, nor on which of the cue's words the index was asked for.
-The admission floor (an item whose normalised text the cue contains verbatim is always admitted)
-holds whatever the blend says.
+Lexical relevance is Okapi BM25 over terms (`domain.terms`: stop words out, Snowball stems), with
+two fields per memory: its own words (and the words of the date it occurred on) and, at lower
+weight, its session context — the words of the memories stored just before it in the same session
+(fixed at Remember), which adds to a memory's own evidence but never admits it alone. The score is read against the best a memory could score for the cue (every
+cue term once, in a memory of average length), so relevance says how much of what the cue asks
+about a memory carries: a memory holding the cue's specific words is admitted whatever else the
+cue says. The service computes BM25 from its own per-scope statistics, so both backends give the
+same numbers. The admission floor (an item whose normalised text the cue contains verbatim is
+always admitted) holds whatever the score says.
 """
 from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
 from slowave.domain.learning import precise
+from slowave.domain.terms import terms
 from slowave.domain.text import normalize_claim
 
 ADMISSION_THRESHOLD = 0.35
-_COVERAGE_WEIGHT = 0.7
-_BM25_WEIGHT = 0.3
-_TOKEN = re.compile(r"[^\W_]+")
 
 
-def tokens(text: str) -> list[str]:
-    """Words as the full-text index sees them: letters and digits, lowercased, accents removed."""
-    folded = text.casefold()
-    if not folded.isascii():
-        folded = "".join(ch for ch in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(ch))
-    return _TOKEN.findall(folded)
-
-
-# Stored texts never change, so their word profiles are cached by value; the bound keeps the
+# Stored texts never change, so their term profiles are cached by value; the bound keeps the
 # cache to a few tens of MB however large the store grows.
 _TEXT_CACHE = 32_768
 
 
+def _profile(items: list[str]) -> tuple[dict[str, int], int]:
+    counts = dict.fromkeys(items, 1)  # claims seldom repeat a term; Counter only when they do
+    if len(counts) != len(items):
+        counts = Counter(items)
+    return counts, len(items)
+
+
 @lru_cache(maxsize=_TEXT_CACHE)
-def term_counts(text: str) -> tuple[dict[str, int], int]:
-    """How often each word occurs in a stored text, and its length in words."""
-    words = tokens(text)
-    counts = dict.fromkeys(words, 1)  # claims seldom repeat a word; Counter only when they do
-    if len(counts) != len(words):
-        counts = Counter(words)
-    return counts, len(words)
+def term_counts(text: str, date_words: str = "") -> tuple[dict[str, int], int]:
+    """How often each term occurs in a stored text (plus its date's words), and its length in terms."""
+    return _profile(terms(f"{text} {date_words}") if date_words else terms(text))
+
+
+@lru_cache(maxsize=_TEXT_CACHE)
+def context_counts(context: str | None) -> tuple[dict[str, int], int]:
+    """The session-context field, stored as its terms separated by spaces."""
+    return _profile(context.split()) if context else ({}, 0)
 
 
 def word_set(text: str):  # noqa: ANN201 - a set-like view
-    """Distinct words of a stored text."""
+    """Distinct terms of a stored text."""
     return term_counts(text)[0].keys()
 
 
@@ -76,7 +78,14 @@ class Cue:
 
     @cached_property
     def token_set(self) -> frozenset[str]:
-        return frozenset(tokens(self.primary) + (tokens(self.semantic) if self.semantic else []))
+        """The cue's distinct terms (stemmed, stop words removed)."""
+        return frozenset(terms(self.primary) + (terms(self.semantic) if self.semantic else []))
+
+    @cached_property
+    def name_terms(self) -> frozenset[str]:
+        """Terms of what the cue names (see cue_names)."""
+        spans = cue_names(self.primary) + (cue_names(self.semantic) if self.semantic else [])
+        return frozenset(t for span in spans for t in terms(span))
 
     def contains(self, text: str) -> bool:
         """The admission floor: the item's normalised text occurs in the task/query or semantic context."""
@@ -89,79 +98,119 @@ class Cue:
 
 
 def coverage(cue_tokens: frozenset[str], text: str) -> float:
-    """Share of the item's distinct words that the cue contains."""
+    """Share of the item's distinct terms that the cue contains."""
     item = word_set(text)
     return len(item & cue_tokens) / len(item) if item else 0.0
 
 
-TOTAL_DOCS_TERM = ""  # the scope_terms row counting the scope's memories (no word is empty)
-TOTAL_WORDS_TERM = " words"  # the scope_terms row counting their words (no word has a space)
+TOTAL_DOCS_TERM = ""  # the scope_terms row counting the scope's memories (no term is empty)
+TOTAL_WORDS_TERM = " words"  # the scope_terms row counting their terms (no term has a space)
+TOTAL_CONTEXT_WORDS_TERM = "\t words"  # ... and the terms of their session contexts
 BM25_K1 = 1.2
-BM25_B = 0.75
+# Claims are short and of similar length: a weak length normalisation (Lucene's default 0.75
+# punishes a claim for one extra clause).
+BM25_B = 0.3
+# How much a match in the session context counts against one in the memory's own words.
+CONTEXT_WEIGHT = 0.4
+# Relevance = 1 − exp(−RELEVANCE_RATE × share of the cue's best score): a memory carrying the cue's
+# term of highest weight out of four or five equally rare ones reaches the admission threshold; one
+# carrying all of them is near 0.9.
+RELEVANCE_RATE = 2.2
+
+
+# The session context of a memory: the claims stored just before it in the same session. A turn
+# of a conversation or a step of a task is often understood only with the one before it ("Yes,
+# and it broke again on Friday"); two claims back is where the benchmark gain levels off.
+SESSION_CONTEXT_CLAIMS = 2
+
+
+def session_context(previous_claims: list[str]) -> str | None:
+    """The context field stored with a new memory, from the contents of the claims before it."""
+    context = terms(" ".join(previous_claims[-SESSION_CONTEXT_CLAIMS:]))
+    return " ".join(context) if context else None
+
+
+def statistics_terms(cue_terms: frozenset[str]) -> list[str]:
+    """The scope_terms rows a retrieval reads for a cue."""
+    return [TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, TOTAL_CONTEXT_WORDS_TERM, *cue_terms]
+
+
+def bm25_idf(total: int, docs: int) -> float:
+    """Lucene's BM25 IDF: positive for every term (a term in most memories still counts a little)."""
+    return math.log(1 + (total - docs + 0.5) / (docs + 0.5))
 
 
 @dataclass(frozen=True)
 class LexicalScorer:
-    """Lexical relevance of stored texts to one cue, from the store's term statistics.
+    """Lexical relevance of stored memories to one cue, from the scope's term statistics.
 
-    Relevance blends coverage — how completely the cue and the text cover each other: the share
-    of the text's words the cue contains, or the share of the cue's specificity the text carries,
-    whichever is larger — with Okapi BM25 (the parameters and IDF of SQLite FTS5's bm25, so scores
-    keep its familiar scale). Built once per retrieval; scoring a text reads only its cached word
-    counts."""
+    Built once per retrieval; scoring a memory reads only its cached term counts."""
 
     terms: frozenset[str]
     weights: dict[str, float]
-    """Specificity of each of the cue's words (inverse document frequency); a word that occurs
-    nowhere weighs the most, so a text carrying only the cue's common words never covers it all."""
-    idf: dict[str, float]
+    """Specificity (BM25 IDF) of each cue term that some memory of the scope holds. A cue term no
+    memory holds cannot tell memories apart; it weighs as the cue's most common stored term does,
+    so a memory still carries only a share of a cue that asks for more than the store holds."""
     average_length: float
-    _total_weight: float = field(init=False)
+    average_context_length: float
+    _ideal: float = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_total_weight", sum(self.weights.values()))
+        present = [w for w in self.weights.values() if w > 0]
+        absent = len(self.terms) - len(present)
+        object.__setattr__(self, "_ideal", sum(present) + absent * min(present, default=0.0))
 
     @classmethod
     def for_cue(cls, cue: Cue, doc_counts: dict[str, int]) -> "LexicalScorer":
         total = max(doc_counts.get(TOTAL_DOCS_TERM, 0), 1)
-        docs = {t: doc_counts.get(t[:128], 0) for t in cue.token_set}
+        weights = {}
+        for t in cue.token_set:
+            docs = doc_counts.get(t[:128], 0)
+            weights[t] = bm25_idf(total, docs) if docs > 0 else 0.0
+        # What the cue names (a person, a service, a version) is what it is about, however many
+        # memories mention it: a name weighs at least as much as the cue's average stored term.
+        present = [w for w in weights.values() if w > 0]
+        if present:
+            average = sum(present) / len(present)
+            for t in cue.name_terms:
+                if weights.get(t, 0.0) > 0:
+                    weights[t] = max(weights[t], average)
         return cls(
             terms=cue.token_set,
-            weights={t: math.log(1 + total / (1 + d)) for t, d in docs.items()},
-            idf={t: max(1e-6, math.log((total - d + 0.5) / (d + 0.5))) for t, d in docs.items() if d > 0},
+            weights=weights,
             average_length=doc_counts.get(TOTAL_WORDS_TERM, 0) / total or 1.0,
+            average_context_length=doc_counts.get(TOTAL_CONTEXT_WORDS_TERM, 0) / total or 1.0,
         )
 
-    def bm25(self, text: str) -> float:
-        counts, length = term_counts(text)
-        return self._bm25(counts, length, [t for t in self.terms if t in counts])
-
-    def _bm25(self, counts: dict[str, int], length: int, shared: list[str]) -> float:
-        norm = BM25_K1 * (1 - BM25_B + BM25_B * length / self.average_length)
+    def _bm25(self, counts: dict[str, int], length: int, average: float) -> float:
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * length / average)
         score = 0.0
-        for t in shared:
-            idf = self.idf.get(t)
-            if idf is not None:
-                tf = counts[t]
-                score += idf * tf * (BM25_K1 + 1) / (tf + norm)
+        for t in self.terms:
+            tf = counts.get(t)
+            if tf:
+                score += self.weights[t] * tf * (BM25_K1 + 1) / (tf + norm)
         return score
 
-    def relevance(self, text: str, contained: bool) -> float:
-        """`contained`: the cue contains the text verbatim (the admission floor), which covers
-        all of it whatever its word breaks."""
-        counts, length = term_counts(text)
-        shared = [t for t in self.terms if t in counts]
+    def share(self, text: str, context: str | None = None, date_words: str = "") -> float:
+        """The memory's BM25 score over both fields, as a share of the cue's ideal score."""
+        if self._ideal <= 0:
+            return 0.0
+        counts, length = term_counts(text, date_words)
+        score = self._bm25(counts, length, self.average_length)
+        # The context adds to a memory's own evidence and never stands in for it: measured on the
+        # conversational benchmark, memories matching only by their neighbours' words add nothing
+        # to what is found, and in an agent's store they would crowd pages with unrelated claims
+        # that happened to be stored together.
+        if context and score > 0:
+            ctx_counts, ctx_length = context_counts(context)
+            score += CONTEXT_WEIGHT * self._bm25(ctx_counts, ctx_length, self.average_context_length)
+        return score / self._ideal
+
+    def relevance(self, text: str, contained: bool, context: str | None = None, date_words: str = "") -> float:
+        """`contained`: the cue contains the text verbatim (the admission floor)."""
         if contained:
-            covered = 1.0
-        elif not counts or not shared:
-            covered = 0.0
-        else:
-            weight = 0.0
-            for t in shared:
-                weight += self.weights[t]
-            covered = max(len(shared) / len(counts), weight / self._total_weight)
-        score = self._bm25(counts, length, shared) if shared else 0.0
-        return precise(_COVERAGE_WEIGHT * covered + _BM25_WEIGHT * score / (score + 1.0))
+            return 1.0
+        return precise(1 - math.exp(-RELEVANCE_RATE * self.share(text, context, date_words)))
 
 
 def memory_relevance(cue: Cue, content: str, doc_counts: dict[str, int] | None = None) -> float:
@@ -262,7 +311,7 @@ class CueNames:
         weights = {}
         for name in names:
             if any(mentions(text, name) for text in texts):
-                weights[name] = sum(scorer.weights.get(t, 0.0) for t in set(tokens(name))) or 1.0
+                weights[name] = sum(scorer.weights.get(t, 0.0) for t in set(terms(name))) or 1.0
         return cls(weights)
 
     def share(self, content: str) -> float:
@@ -280,16 +329,16 @@ class LexicalQuery:
 
 
 def lexical_query(terms: frozenset[str], doc_counts: dict[str, int], budget_docs: int = 128) -> LexicalQuery | None:
-    """What to ask the full-text index: the cue's rarest words, within a document budget.
+    """What to ask the full-text index: the cue's rarest terms, within a document budget.
 
-    Every memory matching an any-of query is scored, so such a query costs the sum of its words'
-    document counts in the scope. Words are taken rarest first (the most specific, which also weigh
-    most in BM25) while that sum stays within `budget_docs`. When even the rarest word is too
-    common, memories must contain the two or three rarest words together (the index then streams
-    the newest matches). Words left out still count in relevance, and the containment floor does
-    not depend on them.
+    Every memory matching an any-of query is scored, so such a query costs the sum of its terms'
+    document counts in the scope. Terms are taken rarest first (the most specific, which also weigh
+    most in BM25) while that sum stays within `budget_docs`. When even the rarest term is too
+    common, memories must hold the two or three rarest terms together (the index then streams the
+    newest matches). Terms
+    left out still count in relevance, and the containment floor does not depend on them.
     """
-    present = sorted((doc_counts[t], t) for t in terms if doc_counts.get(t, 0) > 0)
+    present = sorted((doc_counts[t[:128]], t) for t in terms if doc_counts.get(t[:128], 0) > 0)
     if not present:
         return None
     if present[0][0] > budget_docs:

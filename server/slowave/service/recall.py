@@ -46,11 +46,11 @@ def recall(ctx: ServiceContext, tenant: str, cmd: RecallCommand) -> r.RecallResp
                     repo.update_session(session.id, task_context=context)
         if refusal is None:
             assert cue is not None
-            catalog, rows = build_catalog(repo, tenant, session.scope, cue, context, limits, ctx.semantic, query_vector)
+            catalog = build_catalog(repo, tenant, session.scope, cue, context, limits, ctx.semantic, query_vector)
             retrieval = new_retrieval(repo, new_recall_id(), tenant, session.id, "recall", session.scope, now,
                                       cmd.page_size, policy_version(ctx.semantic), catalog)
             repo.add_session_events(session.id, 1)  # the recall event
-            served = serve_page(repo, tenant, retrieval, 0, 0, limits, rows=rows, fresh=True)
+            served = serve_page(repo, tenant, retrieval, 0, 0, limits, fresh=True)
             evidence, truncated = evidence_records(repo, served.memory_numbers, cmd.evidence_mode == "full")
             warnings = cue_warnings(repo, tenant, session.scope, cue) + served.page.warnings
             return _response(session.id, served.page, evidence, cmd.evidence_mode, truncated, warnings)

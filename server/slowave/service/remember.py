@@ -5,6 +5,7 @@ import logging
 from datetime import datetime
 
 from slowave.domain.identifiers import event_id, memory_id
+from slowave.domain.relevance import SESSION_CONTEXT_CLAIMS, session_context
 from slowave.service import results as r
 from slowave.service.commands import Claim, RememberCommand
 from slowave.service.context import ServiceContext
@@ -85,9 +86,14 @@ class ClaimStore:
             if key not in known and key not in new:
                 new[key] = i
         creating = sorted(new.values())
+        # Session context: the claims of this session just before each one, earlier calls included.
+        before = self.repo.recent_claims(self.session_id, SESSION_CONTEXT_CLAIMS) if creating else []
+        contents = before + [c.content for c in claims]
         created = self.repo.insert_memories([
             dict(tenant=self.tenant, scope=self.scope, type=claims[i].type, content=claims[i].content,
-                 source_kind="explicit_remember", source_session_id=self.session_id, created_at=self.now)
+                 source_kind="explicit_remember", source_session_id=self.session_id, created_at=self.now,
+                 occurred_at=claims[i].occurred_at,
+                 context_terms=session_context(contents[:len(before) + i]))
             for i in creating
         ]) if creating else []
         for i, number in zip(creating, created):

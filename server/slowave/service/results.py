@@ -41,6 +41,8 @@ class Memory:
     pathway: str
     ranking: RankingSignals
     provenance: Provenance
+    created_at: datetime | None = None
+    occurred_at: datetime | None = None
 
 
 @dataclass

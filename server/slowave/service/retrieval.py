@@ -17,15 +17,15 @@ from slowave.domain.identifiers import episode_id, event_id, memory_id, new_curs
 from slowave.domain.learning import RETRIEVAL_POLICY_VERSION, memory_learned, precise, procedure_learned
 from slowave.domain.learning import ProcedureEvidence as EvidenceCounters
 from slowave.domain.procedure_capture import served_caveats
+from slowave.domain.dates import date_words, named_periods, prefer_named_dates
 from slowave.domain.relevance import (
-    TOTAL_DOCS_TERM,
-    TOTAL_WORDS_TERM,
     Cue,
     CueNames,
     LexicalScorer,
     admits,
     fused_relevance,
     lexical_query,
+    statistics_terms,
     text_relevance,
 )
 from slowave.domain.scope import fragmentation_key
@@ -54,7 +54,7 @@ def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limi
     """Candidates from the full-text index (always), the containment floor, and — when enabled —
     the semantic channel; each scored by (fused) relevance and admitted on threshold or floor.
     With the semantic channel, what the cue names (CueNames) is read from all candidates."""
-    doc_counts = repo.term_statistics(tenant, scope, [TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, *cue.token_set])
+    doc_counts = repo.term_statistics(tenant, scope, statistics_terms(cue.token_set))
     query = lexical_query(cue.token_set, doc_counts, limits.lexical_doc_budget)
     scorer = LexicalScorer.for_cue(cue, doc_counts)
     rows: dict[int, Row] = {}
@@ -78,16 +78,18 @@ def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limi
             if row.status == "active" or row.stale_reason == "superseded":
                 rows[row.number] = row
     names = CueNames.among(cue, scorer, [row.content for row in rows.values()]) if semantic is not None else None
+    periods = named_periods(cue.text)
     admitted = {}
     for n in list(rows):
-        content = rows[n].content
-        lexical = scorer.relevance(content, n in contained)
+        row = rows[n]
+        content = row.content
+        lexical = scorer.relevance(content, n in contained, row.context_terms, date_words(row.occurred_on))
         if names is None:
             rel = lexical
         else:
             rel = fused_relevance(lexical, cosines.get(n, -1.0), names.share(content))
         if admits(cue, rel, content, n in contained):
-            admitted[n] = rel
+            admitted[n] = precise(prefer_named_dates(rel, periods, row.occurred_on))
     direct: dict[int, _Candidate] = {}
     redirects: list[_Candidate] = []
     for n, rel in admitted.items():
@@ -125,11 +127,7 @@ def build_catalog(
     repo: Repository, tenant: str, scope: str, cue: Cue, task_context: dict, limits: RetrievalLimits,
     semantic: SemanticChannel | None = None, query_vector: Any = None,
 ) -> dict:
-    """Ranks the admitted candidates and freezes them (at most 50 memories, 9 procedures).
-
-    Returns the catalog and the memory rows read for it (so the first page renders without
-    reading them again).
-    """
+    """Ranks the admitted candidates and freezes them (at most 50 memories, 9 procedures)."""
     candidates, rows = _admitted_memories(repo, tenant, scope, cue, limits, semantic, query_vector)
     ranked = []
     for c in candidates:
@@ -149,7 +147,7 @@ def build_catalog(
         "relevant_total": min(len(ranked), limits.catalog_memories),
         "truncated": len(ranked) > limits.catalog_memories,
     }
-    return catalog, rows
+    return catalog
 
 
 def _ranked_procedures(repo: Repository, tenant: str, scope: str, cue: Cue, task_context: dict) -> list[dict]:
@@ -201,7 +199,7 @@ class ServedPage:
 
 def serve_page(
     repo: Repository, tenant: str, retrieval: Any, memory_offset: int, procedure_offset: int, limits: RetrievalLimits,
-    *, rows: dict[int, Row] | None = None, fresh: bool = False,
+    *, fresh: bool = False,
 ) -> ServedPage:
     """Serves the page at the given offsets of a frozen catalog and adds it to the exposure set.
 
@@ -214,7 +212,7 @@ def serve_page(
     page_mems = mems[memory_offset: memory_offset + m_count]
     page_procs = procs[procedure_offset: procedure_offset + p_count]
 
-    memories = render_memories(repo, page_mems, rows)
+    memories = render_memories(repo, page_mems)
     procedures = render_procedures(repo, tenant, page_procs)
     targets = [("memory", m.memory_id) for m in memories] + [("procedure", p.procedure_id) for p in procedures]
     if fresh:
@@ -260,10 +258,9 @@ def _cursor(repo: Repository, retrieval_id: str, memory_offset: int, procedure_o
     return cursor_id
 
 
-def render_memories(repo: Repository, items: list[dict], known: dict[int, Row] | None = None) -> list[r.Memory]:
-    known = known or {}
-    rows = {i["n"]: known[i["n"]] for i in items if i["n"] in known}
-    rows.update(repo.get_memories(i["n"] for i in items if i["n"] not in rows))
+def render_memories(repo: Repository, items: list[dict]) -> list[r.Memory]:
+    # Served rows are read typed (timestamps as UTC datetimes), whatever retrieval read of them.
+    rows = repo.get_memories(i["n"] for i in items)
     first_events = repo.first_source_events([i["n"] for i in items])
     sessions = {}
     out = []
@@ -288,6 +285,7 @@ def render_memories(repo: Repository, items: list[dict], known: dict[int, Row] |
         out.append(r.Memory(
             memory_id=memory_id(row.number), content=shown, type=row.type, pathway=item["pathway"],
             ranking=r.RankingSignals(item["relevance"], item["learned"], item["score"]), provenance=prov,
+            created_at=row.created_at, occurred_at=row.occurred_at,
         ))
     return out
 

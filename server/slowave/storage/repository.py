@@ -15,7 +15,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, select, text, update
 
-from slowave.domain.relevance import TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, tokens
+from slowave.domain.dates import date_words, occurred_on
+from slowave.domain.relevance import TOTAL_CONTEXT_WORDS_TERM, TOTAL_DOCS_TERM, TOTAL_WORDS_TERM
+from slowave.domain.terms import terms
 from slowave.storage.search_terms import index_text, index_token, scope_key
 from slowave.domain.text import normalize_claim
 from slowave.storage import driver_path
@@ -41,7 +43,7 @@ def claim_hash(content: str) -> str:
 
 # What retrieval reads of a memory (not the index columns, which would only cost time per row).
 _MEMORY_VIEW = ("number", "type", "content", "status", "stale_reason", "superseded_by", "learned_units",
-                "source_kind", "source_session_id")
+                "source_kind", "source_session_id", "context_terms", "occurred_on")
 MemoryView = namedtuple("MemoryView", _MEMORY_VIEW)
 """A memory as retrieval reads it (plain values, no type conversion needed)."""
 
@@ -253,24 +255,37 @@ class Repository:
         return {(ty, h): n for ty, h, n in self.conn.execute(stmt)}
 
     def insert_memories(self, rows: list[dict[str, Any]]) -> list[int]:
-        """Creates memories (and their full-text rows) in one round trip; numbers in input order."""
+        """Creates memories (and their full-text rows) in one round trip; numbers in input order.
+
+        A row may carry `occurred_at` (its date's words are indexed with its own) and
+        `context_terms` (its session context, relevance.LexicalScorer)."""
         for row in rows:
             norm = normalize_claim(row["content"])
             row.update(content_norm=norm, content_hash=claim_hash(row["content"]), content_key=content_key(norm),
-                       status="active", learned_units=0)
+                       status="active", learned_units=0, occurred_on=occurred_on(row.get("occurred_at")))
+            row.setdefault("occurred_at", None)
+            row.setdefault("context_terms", None)
         numbers = self._allocate_numbers("memories", len(rows))
         for n, row in zip(numbers, rows):
             row["number"] = n
         self._insert_many(t.memories, rows)
-        words = [tokens(row["content"]) for row in rows]
-        self._count_terms(rows, words)
+        own = [terms(f"{row['content']} {date_words(row['occurred_on'])}") for row in rows]
+        context_lengths = [len(row["context_terms"].split()) if row["context_terms"] else 0 for row in rows]
+        self._count_terms(rows, own, context_lengths)
         index = [{"n": n, "w": index_text(scope_key(row["tenant"], row["scope"]), w)}
-                 for n, row, w in zip(numbers, rows, words)]
+                 for n, row, w in zip(numbers, rows, own)]
         if self.dialect == "sqlite":
             driver_path.raw_many(self.conn, "INSERT INTO memories_fts(rowid, words) VALUES (:n, :w)", index)
         else:
             self.conn.execute(text("UPDATE memories SET content_tsv = to_tsvector('simple', :w) WHERE number = :n"), index)
         return numbers
+
+    def recent_claims(self, session_id: str, limit: int) -> list[str]:
+        """The contents of the session's last `limit` claims, oldest first (session context)."""
+        e = t.source_events
+        stmt = (select(e.c.content).where(e.c.session_id == session_id, e.c.kind == "claim")
+                .order_by(e.c.number.desc()).limit(limit))
+        return [c for (c,) in self.conn.execute(stmt)][::-1]
 
     def lock_claims_of_scope(self, tenant: str, scope: str) -> None:
         """Serialises claim creation in one scope across replicas (transaction-scoped advisory lock);
@@ -278,11 +293,12 @@ class Repository:
         if self.dialect == "postgresql":
             self.conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"), {"k": f"claims:{tenant}:{scope}"})
 
-    def _count_terms(self, rows: list[dict[str, Any]], words: list[list[str]]) -> None:
+    def _count_terms(self, rows: list[dict[str, Any]], own: list[list[str]], context_lengths: list[int]) -> None:
         counts: dict[tuple[str, str, str], int] = {}
-        for row, ws in zip(rows, words):
+        for row, ws, context_length in zip(rows, own, context_lengths):
             tenant, scope = row["tenant"], row["scope"]
-            for term, n in ((TOTAL_DOCS_TERM, 1), (TOTAL_WORDS_TERM, len(ws)), *((w[:128], 1) for w in set(ws))):
+            for term, n in ((TOTAL_DOCS_TERM, 1), (TOTAL_WORDS_TERM, len(ws)), (TOTAL_CONTEXT_WORDS_TERM, context_length),
+                            *((w[:128], 1) for w in set(ws))):
                 key = (tenant, scope, term)
                 counts[key] = counts.get(key, 0) + n
         if counts and self.dialect == "sqlite":

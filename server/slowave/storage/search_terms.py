@@ -23,7 +23,7 @@ def scope_key(tenant: str, scope: str) -> str:
 
 
 def index_token(key: str, word: str) -> str:
-    """The indexed form of one word (as `relevance.tokens` produces it) in one partition."""
+    """The indexed form of one term (as `domain.terms` produces it) in one partition."""
     if word.isascii():
         return f"{key}a{word}"
     return f"{key}u{word.encode('utf-8').hex()}"

@@ -105,6 +105,13 @@ memories = Table(
     Column("source_kind", String(32), nullable=False),  # explicit_remember | consolidated
     Column("source_session_id", String(64)),
     Column("created_at", UtcDateTime, nullable=False),
+    # When what the claim describes happened (the creating claim's occurred_at), and its UTC
+    # calendar date, which retrieval reads as plain text (domain.dates).
+    Column("occurred_at", UtcDateTime),
+    Column("occurred_on", String(10)),
+    # The session context indexed with the memory: the terms of the claims stored just before it in
+    # the same session, fixed at Remember (relevance.LexicalScorer), separated by spaces.
+    Column("context_terms", Text),
     Index("ix_memories_claim", "tenant", "scope", "type", "content_hash"),
     Index("ix_memories_scope_status", "tenant", "scope", "status"),
     Index("ix_memories_content_key", "tenant", "scope", "content_key"),
@@ -129,7 +136,8 @@ scope_terms = Table(
     # Per-scope term statistics (relevance and query planning read only the caller's own scope, so
     # no tenant's words influence another's results). Counts every memory ever indexed in the scope,
     # as the full-text index does; the pseudo-terms "" and " words" hold the number of memories and
-    # their total word count (relevance.TOTAL_DOCS_TERM, TOTAL_WORDS_TERM).
+    # their total term count (relevance.TOTAL_DOCS_TERM, TOTAL_WORDS_TERM), and "\t words" the
+    # total term count of their session contexts (TOTAL_CONTEXT_WORDS_TERM).
     "scope_terms",
     metadata,
     Column("tenant", String(64), primary_key=True),
