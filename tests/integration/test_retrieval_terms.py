@@ -1,0 +1,128 @@
+"""Retrieval as agents ask, over real gRPC: word forms, questions, session context, time.
+
+A scope of ordinary project memories, asked ordinary questions. Each rule of the retrieval model
+that an agent relies on has a test here; the benchmarks (bench/locomo.py, bench/quality.py)
+measure how well the rules work together.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from google.protobuf import timestamp_pb2
+
+from tests.support import activate, assess_all, commit, pb, res
+
+PROJECT = [
+    "The payments service pins every dependency to an exact version.",
+    "The worker fleet runs Python 3.11 on Debian bookworm.",
+    "Never commit credentials to the repository; secrets live in Vault.",
+    "Deploys to production happen on Tuesday and Thursday mornings only.",
+    "The search API listens on port 9200 behind the internal load balancer.",
+    "Ana Lima owns the billing reconciliation job.",
+    "Staging databases are refreshed from anonymised production snapshots every Sunday.",
+    "Feature flags are managed in LaunchDarkly, not in environment variables.",
+    "The mobile app supports iOS 16 and later.",
+    "Log retention is 30 days in Loki and one year in cold storage.",
+    "The frontend is built with React 18 and Vite.",
+    "Incidents are declared in the #incidents Slack channel by the on-call engineer.",
+    "Kafka topics use six partitions unless a team asks for more.",
+    "The CI pipeline must finish within 15 minutes or the merge queue rejects the change.",
+    "Customer data must stay in the EU region.",
+    "Database migrations run before the new application version starts.",
+    "The API gateway rate-limits each tenant to 100 requests per second.",
+    "Backups are encrypted with a key held in the cloud KMS.",
+    "The design system's colours come from the tokens package.",
+    "Error budgets are reviewed in the reliability meeting every month.",
+]
+
+
+def _store(stub, scope: str, contents: list[str], occurred: list[datetime | None] | None = None) -> list[str]:  # noqa: ANN001
+    """Stores the claims, in order, in one session (one batch), then closes it."""
+    a = activate(stub, scope, task="seeding project memories", initial_goal="seed")
+    items = []
+    for i, content in enumerate(contents):
+        item = pb.RememberItem(content=content, type=res.MEMORY_TYPE_FACT)
+        if occurred and occurred[i] is not None:
+            ts = timestamp_pb2.Timestamp()
+            ts.FromDatetime(occurred[i])
+            item.occurred_at.CopyFrom(ts)
+        items.append(item)
+    r = stub.Remember(pb.RememberRequest(session_id=a.session_id, scope=scope, memories=items), timeout=30)
+    assess_all(stub, a)
+    commit(stub, a.session_id)
+    return [x.data.memory_id for x in r.batch.results]
+
+
+def _ask(stub, scope: str, question: str) -> list[str]:  # noqa: ANN001
+    return [m.content for m in activate(stub, scope, task=question).memories]
+
+
+def test_other_word_forms_match(stub, scope):
+    _store(stub, scope, PROJECT)
+    found = _ask(stub, scope, "what version pinning policy do we have for dependencies")
+    assert found and found[0] == PROJECT[0]
+
+
+def test_a_questions_specific_words_admit_its_memory(stub, scope):
+    _store(stub, scope, PROJECT)
+    for question, memory in [
+        ("Which Python version do the workers use?", PROJECT[1]),
+        ("When are we allowed to deploy to production?", PROJECT[3]),
+        ("Who owns billing reconciliation?", PROJECT[5]),
+        ("How long do we retain logs?", PROJECT[9]),
+        ("How many partitions does a Kafka topic get?", PROJECT[12]),
+    ]:
+        found = _ask(stub, scope, question)
+        assert found, f"empty page for {question!r}"
+        assert found[0] == memory, (question, found)
+
+
+def test_a_question_of_function_words_only_admits_nothing_but_the_floor(stub, scope):
+    _store(stub, scope, PROJECT)
+    assert _ask(stub, scope, "What is it that they would have done?") == []
+
+
+def test_session_context_finds_a_memory_by_the_claims_stored_before_it(stub, scope):
+    # The later claim says "It" for the canary rollout that the claim before it names. A memory of
+    # another session with the same terms, stored earlier (so it would win a tie), ranks below it.
+    _store(stub, scope, ["The checkout smoke test failed twice."])
+    _store(stub, scope, ["We started the canary rollout of the ledger service on Monday.",
+                         "It failed the checkout smoke test twice."])
+    found = _ask(stub, scope, "Which smoke test did the ledger canary rollout fail?")
+    assert found.index("It failed the checkout smoke test twice.") < found.index("The checkout smoke test failed twice.")
+
+
+def test_session_context_never_admits_a_memory_alone(stub, scope):
+    _store(stub, scope, ["The ledger canary rollout began on Monday.", "Lunch was pizza."])
+    found = _ask(stub, scope, "When did the ledger canary rollout begin?")
+    assert found == ["The ledger canary rollout began on Monday."]
+
+
+def test_memories_carry_created_at_and_occurred_at(stub, scope):
+    when = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+    before = datetime.now(timezone.utc)
+    _store(stub, scope, ["The quarterly planning happened in the Lisbon office.", "The Lisbon office has a rooftop."],
+           [when, None])
+    memories = {m.content: m for m in activate(stub, scope, task="What about the Lisbon office?").memories}
+    dated, undated = memories["The quarterly planning happened in the Lisbon office."], memories["The Lisbon office has a rooftop."]
+    assert dated.occurred_at.ToDatetime(tzinfo=timezone.utc) == when
+    assert not undated.HasField("occurred_at")
+    for m in (dated, undated):
+        created = m.created_at.ToDatetime(tzinfo=timezone.utc)
+        assert before.replace(microsecond=0) <= created.replace(microsecond=0) <= datetime.now(timezone.utc)
+
+
+def test_the_occurred_dates_words_are_searchable(stub, scope):
+    _store(stub, scope, ["The team offsite took place in Porto.", "Porto has good coffee."],
+           [datetime(2024, 6, 12, tzinfo=timezone.utc), None])
+    assert _ask(stub, scope, "What happened in June 2024?") == ["The team offsite took place in Porto."]
+
+
+def test_a_cue_naming_a_date_prefers_memories_that_occurred_then(stub, scope):
+    may, june = datetime(2023, 5, 20, tzinfo=timezone.utc), datetime(2023, 6, 20, tzinfo=timezone.utc)
+    contents = ["Caroline went to the support group meeting.", "Caroline went to the support group meeting again."]
+    _store(stub, scope, contents, [june, may])
+    for cue, first in [("When did Caroline go to the support group in May 2023?", contents[1]),
+                       ("When did Caroline go to the support group in June?", contents[0]),
+                       ("Did Caroline go to the support group on 20 June 2023?", contents[0])]:
+        assert _ask(stub, scope, cue)[0] == first, cue
