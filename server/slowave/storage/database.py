@@ -225,13 +225,13 @@ class Database:
             return None
         return WalCheckpointer(self.sqlite_path, interval, self._writer).start()
 
-    def migrate(self) -> None:
-        """Creates or upgrades the schema to the newest migration."""
+    def migrate(self, revision: str = "head") -> None:
+        """Creates or upgrades the schema to the newest migration (or to `revision`)."""
         with self.engine.connect() as connection:
             cfg = Config()
             cfg.set_main_option("script_location", str(MIGRATIONS))
             cfg.attributes["connection"] = connection
-            command.upgrade(cfg, "head")
+            command.upgrade(cfg, revision)
             connection.commit()
 
     @contextlib.contextmanager
