@@ -223,21 +223,34 @@ def text_relevance(cue: Cue, *texts: str) -> float:
     return precise(max((coverage(cue.token_set, t) for t in texts if t), default=0.0))
 
 
-# Calibrated on the retrieval benchmark for all-MiniLM-L6-v2: a cosine of 0.30 (a typical true
-# paraphrase) reaches the admission threshold; 0.585 and above is full strength. Meaning alone never
-# makes a memory certain (the ceiling): claims from one template (`search-api listens on 9000`,
-# `billing-api listens on 8443`) are near neighbours, and only their exact words tell them apart.
-SEMANTIC_FLOOR_COSINE = 0.10
-SEMANTIC_SPAN = 0.485
-SEMANTIC_CEILING = 0.85
+@dataclass(frozen=True)
+class SemanticCalibration:
+    """How an encoder's cosine similarities become evidence in [0, ceiling]: nothing below
+    `floor_cosine`, then linear up to full strength at `full_cosine`. Each encoder has its own
+    (embedding.py), measured on the retrieval benchmark so that a typical true paraphrase reaches
+    the admission threshold. Meaning alone never makes a memory certain (the ceiling): claims from
+    one template (`search-api listens on 9000`, `billing-api listens on 8443`) are near neighbours,
+    and only their exact words tell them apart."""
+
+    floor_cosine: float
+    full_cosine: float
+    ceiling: float = 0.85
+
+    def strength(self, cosine: float) -> float:
+        return self.ceiling * max(0.0, min(1.0, (cosine - self.floor_cosine) / (self.full_cosine - self.floor_cosine)))
 
 
-def semantic_strength(cosine: float) -> float:
+# all-MiniLM-L6-v2: a cosine of 0.30 reaches the admission threshold; 0.585 and above is full strength.
+MINILM_CALIBRATION = SemanticCalibration(floor_cosine=0.10, full_cosine=0.585)
+
+
+def semantic_strength(cosine: float, calibration: SemanticCalibration = MINILM_CALIBRATION) -> float:
     """Maps a cosine similarity into [0, ceiling]: below the floor nothing, then linear."""
-    return SEMANTIC_CEILING * max(0.0, min(1.0, (cosine - SEMANTIC_FLOOR_COSINE) / SEMANTIC_SPAN))
+    return calibration.strength(cosine)
 
 
-def fused_relevance(lexical: float, cosine: float | None, name_share: float = 1.0) -> float:
+def fused_relevance(lexical: float, cosine: float | None, name_share: float = 1.0,
+                    calibration: SemanticCalibration = MINILM_CALIBRATION) -> float:
     """Hybrid relevance: the probabilistic OR of the channels' evidence, 1 − (1 − lex)(1 − sem).
 
     A paraphrase with no shared word is found on meaning alone, and — the semantic evidence being
@@ -251,7 +264,7 @@ def fused_relevance(lexical: float, cosine: float | None, name_share: float = 1.
     project crowd a page; each one shown costs the agent context and an `irrelevant` assessment."""
     if cosine is None:
         return lexical
-    semantic = semantic_strength(cosine)
+    semantic = calibration.strength(cosine)
     if lexical < ADMISSION_THRESHOLD and semantic < ADMISSION_THRESHOLD:
         return precise(max(lexical, semantic * name_share))
     return precise(1 - (1 - lexical) * (1 - semantic * name_share))

@@ -1,7 +1,6 @@
-"""Retrieval shared by Activate and Recall: candidates, the frozen catalog, pages and exposure.
-
-A catalog freezes, at creation, its item ids, order, ranking signals and sizes; a page is served
-from it and what it serves joins the retrieval's exposure set (spec 5.4, 10.1).
+"""Retrieval shared by Activate and Recall: reading candidates, storing the frozen catalog,
+serving pages and recording exposure (spec 5.4, 10.1). The rules — relevance, admission,
+supersession, ranking, the catalog — are in domain.retrieval and domain.relevance.
 """
 from __future__ import annotations
 
@@ -17,17 +16,8 @@ from slowave.domain.identifiers import episode_id, event_id, memory_id, new_curs
 from slowave.domain.learning import RETRIEVAL_POLICY_VERSION, memory_learned, precise, procedure_learned
 from slowave.domain.learning import ProcedureEvidence as EvidenceCounters
 from slowave.domain.procedure_capture import served_caveats
-from slowave.domain.dates import date_words, named_periods, prefer_named_dates
-from slowave.domain.relevance import (
-    Cue,
-    CueNames,
-    LexicalScorer,
-    admits,
-    fused_relevance,
-    lexical_query,
-    statistics_terms,
-    text_relevance,
-)
+from slowave.domain.relevance import Cue, SemanticCalibration, admits, lexical_query, statistics_terms, text_relevance
+from slowave.domain.retrieval import Candidate, CandidateScoring, Catalog, CatalogMemory, CatalogProcedure, stand_ins
 from slowave.domain.scope import fragmentation_key
 from slowave.domain.structs import contexts_match
 from slowave.service import results as r
@@ -41,31 +31,19 @@ EVIDENCE_LIMIT = 8
 EVIDENCE_CONTENT_CHARS = 1000
 
 
-@dataclass
-class _Candidate:
-    number: int
-    relevance: float
-    pathway: str = "direct"
-    redirected_from: int | None = None
-
-
 def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limits: RetrievalLimits,
-                       semantic: SemanticChannel | None, query_vector: Any) -> tuple[list[_Candidate], dict[int, Row]]:
+                       semantic: SemanticChannel | None, query_vector: Any) -> tuple[list[Candidate], dict[int, Row]]:
     """Candidates from the full-text index (always), the containment floor, and — when enabled —
-    the semantic channel; each scored by (fused) relevance and admitted on threshold or floor.
-    With the semantic channel, what the cue names (CueNames) is read from all candidates."""
+    the semantic channel; scored and admitted by the domain's rules (domain.retrieval)."""
     doc_counts = repo.term_statistics(tenant, scope, statistics_terms(cue.token_set))
     query = lexical_query(cue.token_set, doc_counts, limits.lexical_doc_budget)
-    scorer = LexicalScorer.for_cue(cue, doc_counts)
     rows: dict[int, Row] = {}
-    matches = []
     if query is not None:
         # Any-of queries are within the document budget, so every match is scored; all-of
         # queries over common words take the newest matches.
         limit = limits.lexical_doc_budget if not query.require_all else limits.lexical_candidates
-        matches = repo.lexical_matches(tenant, scope, query.terms, limit, query.require_all)
-    for row in matches:
-        rows[row.number] = row
+        for row in repo.lexical_matches(tenant, scope, query.terms, limit, query.require_all):
+            rows[row.number] = row
     # The floor's query finds exactly the memories the cue contains, so no text is compared twice.
     contained = set()
     for row in repo.contained_matches(tenant, scope, cue.normalized_parts):
@@ -77,37 +55,14 @@ def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limi
         for row in repo.get_memories(n for n in cosines if n not in rows).values():
             if row.status == "active" or row.stale_reason == "superseded":
                 rows[row.number] = row
-    names = CueNames.among(cue, scorer, [row.content for row in rows.values()]) if semantic is not None else None
-    periods = named_periods(cue.text)
+    calibration = SemanticCalibration(semantic.encoder.floor_cosine, semantic.encoder.full_cosine) if semantic else None
+    scoring = CandidateScoring.for_cue(cue, doc_counts, rows.values(), calibration)
     admitted = {}
-    for n in list(rows):
-        row = rows[n]
-        content = row.content
-        lexical = scorer.relevance(content, n in contained, row.context_terms, date_words(row.occurred_on))
-        if names is None:
-            rel = lexical
-        else:
-            rel = fused_relevance(lexical, cosines.get(n, -1.0), names.share(content))
-        if admits(cue, rel, content, n in contained):
-            admitted[n] = precise(prefer_named_dates(rel, periods, row.occurred_on))
-    direct: dict[int, _Candidate] = {}
-    redirects: list[_Candidate] = []
-    for n, rel in admitted.items():
-        if rows[n].status == "active":
-            direct[n] = _Candidate(n, rel)
-        else:  # retired as superseded: its active replacement stands in (spec 12.3)
-            target = _follow_supersession(repo, tenant, rows[n])
-            if target is not None:
-                rows[target.number] = target
-                redirects.append(_Candidate(target.number, rel, "redirect", n))
-    for c in sorted(redirects, key=lambda c: (-c.relevance, c.redirected_from)):
-        own = direct.get(c.number)
-        if own is None:
-            direct[c.number] = c
-        elif own.pathway == "direct":
-            own.relevance = max(own.relevance, c.relevance)
-        # a second redirect to the same memory keeps the first (strongest) one
-    return list(direct.values()), rows
+    for n, row in rows.items():
+        relevance = scoring.relevance(row, n in contained, cosines.get(n))
+        if relevance is not None:
+            admitted[n] = relevance
+    return stand_ins(admitted, rows, lambda row: _follow_supersession(repo, tenant, row)), rows
 
 
 def _follow_supersession(repo: Repository, tenant: str, row: Row) -> Row | None:
@@ -126,7 +81,7 @@ def _follow_supersession(repo: Repository, tenant: str, row: Row) -> Row | None:
 def build_catalog(
     repo: Repository, tenant: str, scope: str, cue: Cue, task_context: dict, limits: RetrievalLimits,
     semantic: SemanticChannel | None = None, query_vector: Any = None,
-) -> dict:
+) -> Catalog:
     """Ranks the admitted candidates and freezes them (at most 50 memories, 9 procedures)."""
     candidates, rows = _admitted_memories(repo, tenant, scope, cue, limits, semantic, query_vector)
     ranked = []
@@ -134,23 +89,16 @@ def build_catalog(
         row = rows[c.number]
         learned = memory_learned(row.learned_units)
         shown, _ = cat.render_content(row.content)
-        ranked.append({
-            "n": c.number, "type": row.type, "relevance": c.relevance, "learned": learned,
-            "score": precise(c.relevance + learned), "size": len(shown.encode("utf-8")), "chars": len(shown),
-            "pathway": c.pathway, "redirected_from": memory_id(c.redirected_from) if c.redirected_from else None,
-        })
-    ranked.sort(key=lambda m: (-m["score"], -m["relevance"], m["n"]))
+        ranked.append(CatalogMemory(
+            n=c.number, type=row.type, relevance=c.relevance, learned=learned, score=precise(c.relevance + learned),
+            size=len(shown.encode("utf-8")), chars=len(shown), pathway=c.pathway,
+            redirected_from=memory_id(c.redirected_from) if c.redirected_from else None,
+        ))
     procedures = _ranked_procedures(repo, tenant, scope, cue, task_context)
-    catalog = {
-        "memories": ranked[: limits.catalog_memories],
-        "procedures": procedures[: limits.catalog_procedures],
-        "relevant_total": min(len(ranked), limits.catalog_memories),
-        "truncated": len(ranked) > limits.catalog_memories,
-    }
-    return catalog
+    return Catalog.freeze(ranked, procedures, limits.catalog_memories, limits.catalog_procedures)
 
 
-def _ranked_procedures(repo: Repository, tenant: str, scope: str, cue: Cue, task_context: dict) -> list[dict]:
+def _ranked_procedures(repo: Repository, tenant: str, scope: str, cue: Cue, task_context: dict) -> list[CatalogProcedure]:
     ranked = []
     for row in repo.procedures_with_sessions(tenant, scope):
         if not contexts_match(row.context, task_context):
@@ -160,12 +108,11 @@ def _ranked_procedures(repo: Repository, tenant: str, scope: str, cue: Cue, task
             continue
         learned = procedure_learned(_counters(row), row.outcome, (row.verification or {}).get("status"))
         texts = cat.procedure_texts(row.goal, row.summary, row.steps, served_caveats(row.caveats, row.outcome))
-        ranked.append({
-            "id": row.id, "relevance": relevance, "learned": learned, "score": precise(relevance + learned),
-            "size": sum(len(x.encode("utf-8")) for x in texts), "chars": sum(len(x) for x in texts),
-            "created": row.created_at.timestamp(),
-        })
-    ranked.sort(key=lambda p: (-p["score"], -p["created"], p["id"]))
+        ranked.append(CatalogProcedure(
+            id=row.id, relevance=relevance, learned=learned, score=precise(relevance + learned),
+            size=sum(len(x.encode("utf-8")) for x in texts), chars=sum(len(x) for x in texts),
+            created=row.created_at.timestamp(),
+        ))
     return ranked
 
 
@@ -182,11 +129,11 @@ def policy_version(semantic: SemanticChannel | None) -> str:
 
 
 def new_retrieval(repo: Repository, retrieval_id: str, tenant: str, session_id: str, kind: str, scope: str,
-                  now: Any, page_size: int, policy: str, catalog: dict) -> SimpleNamespace:
+                  now: Any, page_size: int, policy: str, catalog: Catalog) -> SimpleNamespace:
     """Stores a retrieval event with its frozen catalog; returns it as serve_page reads it."""
     values = dict(id=retrieval_id, tenant=tenant, session_id=session_id, kind=kind, scope=scope, created_at=now,
-                  page_size=page_size, policy_version=policy, relevant_total=catalog["relevant_total"],
-                  catalog_truncated=catalog["truncated"], catalog=catalog)
+                  page_size=page_size, policy_version=policy, relevant_total=catalog.relevant_total,
+                  catalog_truncated=catalog.truncated, catalog=catalog.to_json())
     repo.insert_retrieval(**values)
     return SimpleNamespace(**values)
 
@@ -205,10 +152,10 @@ def serve_page(
 
     `fresh`: the retrieval was created in this transaction (nothing exposed, no cursor yet).
     """
-    catalog = retrieval.catalog
-    mems, procs = catalog["memories"], catalog["procedures"]
-    m_count = cat.page_count([m["size"] for m in mems], memory_offset, retrieval.page_size, limits.memory_page_budget_bytes)
-    p_count = cat.page_count([p["size"] for p in procs], procedure_offset, limits.page_procedures, limits.procedure_page_budget_bytes)
+    catalog = Catalog.from_json(retrieval.catalog)
+    mems, procs = catalog.memories, catalog.procedures
+    m_count = cat.page_count([m.size for m in mems], memory_offset, retrieval.page_size, limits.memory_page_budget_bytes)
+    p_count = cat.page_count([p.size for p in procs], procedure_offset, limits.page_procedures, limits.procedure_page_budget_bytes)
     page_mems = mems[memory_offset: memory_offset + m_count]
     page_procs = procs[procedure_offset: procedure_offset + p_count]
 
@@ -225,8 +172,8 @@ def serve_page(
     cursor = accessible = None
     if more:
         cursor = _cursor(repo, retrieval.id, next_m, next_p, fresh)
-        rest = cat.remaining([m["type"] for m in mems[next_m:]], [m["chars"] for m in mems[next_m:]],
-                             [p["chars"] for p in procs[next_p:]])
+        rest = cat.remaining([m.type for m in mems[next_m:]], [m.chars for m in mems[next_m:]],
+                             [p.chars for p in procs[next_p:]])
         accessible = r.AccessibleField(rest.extra_candidates, rest.kinds, rest.approx_extra_tokens)
     warnings = [
         r.RetrievalWarning("failed_procedure", f"procedure {p.procedure_id} was recorded from a failed session; verify each step")
@@ -238,7 +185,7 @@ def serve_page(
         memories=memories, procedures=procedures, more_available=more, continue_from=cursor,
         accessible_field=accessible, warnings=warnings,
     )
-    return ServedPage(page, [m["n"] for m in page_mems])
+    return ServedPage(page, [m.n for m in page_mems])
 
 
 def _expose(repo: Repository, retrieval_id: str, targets: list[tuple[str, str]]) -> None:
@@ -258,19 +205,19 @@ def _cursor(repo: Repository, retrieval_id: str, memory_offset: int, procedure_o
     return cursor_id
 
 
-def render_memories(repo: Repository, items: list[dict]) -> list[r.Memory]:
+def render_memories(repo: Repository, items: list[CatalogMemory]) -> list[r.Memory]:
     # Served rows are read typed (timestamps as UTC datetimes), whatever retrieval read of them.
-    rows = repo.get_memories(i["n"] for i in items)
-    first_events = repo.first_source_events([i["n"] for i in items])
+    rows = repo.get_memories(i.n for i in items)
+    first_events = repo.first_source_events([i.n for i in items])
     sessions = {}
     out = []
     for item in items:
-        row = rows[item["n"]]
+        row = rows[item.n]
         shown, excerpt = cat.render_content(row.content)
         prov = r.Provenance(
             source_kind=row.source_kind,
             source_event_id=event_id(first_events[row.number]) if row.number in first_events else None,
-            redirected_from=item.get("redirected_from"),
+            redirected_from=item.redirected_from,
             excerpt=r.Excerpt(*excerpt) if excerpt else None,
         )
         if row.source_kind == "consolidated" and row.source_session_id:
@@ -283,20 +230,20 @@ def render_memories(repo: Repository, items: list[dict]) -> list[r.Memory]:
                 prov.source_outcome = s.outcome
                 prov.source_verification_status = (s.verification or {}).get("status")
         out.append(r.Memory(
-            memory_id=memory_id(row.number), content=shown, type=row.type, pathway=item["pathway"],
-            ranking=r.RankingSignals(item["relevance"], item["learned"], item["score"]), provenance=prov,
+            memory_id=memory_id(row.number), content=shown, type=row.type, pathway=item.pathway,
+            ranking=r.RankingSignals(item.relevance, item.learned, item.score), provenance=prov,
             created_at=row.created_at, occurred_at=row.occurred_at,
         ))
     return out
 
 
-def render_procedures(repo: Repository, tenant: str, items: list[dict]) -> list[r.Procedure]:
+def render_procedures(repo: Repository, tenant: str, items: list[CatalogProcedure]) -> list[r.Procedure]:
     if not items:
         return []
-    rows = {row.id: row for row in repo.procedures_with_sessions(tenant, ids=[i["id"] for i in items])}
+    rows = {row.id: row for row in repo.procedures_with_sessions(tenant, ids=[i.id for i in items])}
     out = []
     for item in items:
-        row = rows[item["id"]]
+        row = rows[item.id]
         verification = row.verification or {}
         contributions = [
             r.ProcedureContribution(
@@ -311,7 +258,7 @@ def render_procedures(repo: Repository, tenant: str, items: list[dict]) -> list[
             caveats=served_caveats(row.caveats, row.outcome), outcome=row.outcome,
             outcome_summary=row.outcome_summary or "", verification_status=verification.get("status", "unspecified"),
             created_at=row.created_at, evidence=counters, contributions=contributions,
-            ranking=r.RankingSignals(item["relevance"], item["learned"], item["score"]),
+            ranking=r.RankingSignals(item.relevance, item.learned, item.score),
         ))
     return out
 

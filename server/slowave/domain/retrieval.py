@@ -1,0 +1,171 @@
+"""Retrieval rules (spec 5.4, 12.1, 12.3): which memories a cue admits, how they rank, and the
+frozen catalog a retrieval serves its pages from.
+
+The service layer reads candidates and statistics from storage and hands them here; nothing in
+this module does I/O. The pieces, in the order a retrieval applies them:
+
+* `CandidateScoring` — relevance of one candidate: lexical (relevance.LexicalScorer) fused with
+  the semantic channel's evidence when it is on (relevance.fused_relevance, the names rule), the
+  admission test (threshold or floor), then the preference for memories that occurred on a date
+  the cue names (domain.dates).
+* `stand_ins` — supersession: an admitted memory retired as `superseded` is represented by its
+  active replacement (pathway `redirect`), never twice.
+* `rank` — score = relevance + learned; order by score, relevance, memory number.
+* `Catalog` — at most `catalog_memories` memories and `catalog_procedures` procedures, frozen
+  with their signals and sizes; stored as JSON with the retrieval and read back by pages.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from slowave.domain.dates import Period, date_words, named_periods, prefer_named_dates
+from slowave.domain.learning import precise
+from slowave.domain.relevance import Cue, CueNames, LexicalScorer, SemanticCalibration, admits, fused_relevance
+
+DIRECT, REDIRECT = "direct", "redirect"
+
+
+class StoredMemory(Protocol):
+    """What retrieval reads of a memory (storage's MemoryView or a full row)."""
+
+    number: int
+    type: str
+    content: str
+    status: str
+    stale_reason: str | None
+    superseded_by: int | None
+    context_terms: str | None
+    occurred_on: str | None
+
+
+@dataclass
+class Candidate:
+    """An admitted memory and how it got onto the list."""
+
+    number: int
+    relevance: float
+    pathway: str = DIRECT
+    redirected_from: int | None = None
+
+
+@dataclass(frozen=True)
+class CandidateScoring:
+    """Relevance of the candidates of one retrieval to its cue."""
+
+    cue: Cue
+    lexical: LexicalScorer
+    names: CueNames | None = None
+    """With the semantic channel: what the cue names, among the candidates (relevance.CueNames)."""
+    calibration: SemanticCalibration | None = None
+    periods: tuple[Period, ...] = field(default=())
+
+    @classmethod
+    def for_cue(cls, cue: Cue, doc_counts: dict[str, int], candidates: Iterable[StoredMemory],
+                calibration: SemanticCalibration | None) -> "CandidateScoring":
+        lexical = LexicalScorer.for_cue(cue, doc_counts)
+        names = CueNames.among(cue, lexical, [m.content for m in candidates]) if calibration is not None else None
+        return cls(cue, lexical, names, calibration, named_periods(cue.text))
+
+    def relevance(self, memory: StoredMemory, contained: bool, cosine: float | None) -> float | None:
+        """The memory's relevance, or None when the cue does not admit it."""
+        lexical = self.lexical.relevance(memory.content, contained, memory.context_terms, date_words(memory.occurred_on))
+        if self.names is None or self.calibration is None:
+            relevance = lexical
+        else:
+            relevance = fused_relevance(lexical, -1.0 if cosine is None else cosine, self.names.share(memory.content),
+                                        self.calibration)
+        if not admits(self.cue, relevance, memory.content, contained):
+            return None
+        return precise(prefer_named_dates(relevance, self.periods, memory.occurred_on))
+
+
+def stand_ins(admitted: dict[int, float], memories: dict[int, StoredMemory],
+              replacement: Callable[[StoredMemory], StoredMemory | None]) -> list[Candidate]:
+    """Admitted memories, each retired-as-superseded one replaced by its active successor (12.3).
+
+    A memory admitted on its own keeps its pathway `direct` and the better of its two relevances;
+    of several redirects to one memory the strongest stands (ties: the lowest superseded number).
+    `replacement` follows the supersession chain (storage I/O) and may return None."""
+    direct: dict[int, Candidate] = {}
+    redirects: list[Candidate] = []
+    for n, relevance in admitted.items():
+        if memories[n].status == "active":
+            direct[n] = Candidate(n, relevance)
+        else:
+            target = replacement(memories[n])
+            if target is not None:
+                memories[target.number] = target
+                redirects.append(Candidate(target.number, relevance, REDIRECT, n))
+    for c in sorted(redirects, key=lambda c: (-c.relevance, c.redirected_from)):
+        own = direct.get(c.number)
+        if own is None:
+            direct[c.number] = c
+        elif own.pathway == DIRECT:
+            own.relevance = max(own.relevance, c.relevance)
+    return list(direct.values())
+
+
+@dataclass(frozen=True)
+class CatalogMemory:
+    """A memory frozen in a catalog, with its signals and rendered sizes."""
+
+    n: int
+    type: str
+    relevance: float
+    learned: float
+    score: float
+    size: int
+    """Bytes of the rendered content (page budgets)."""
+    chars: int
+    """Characters of the rendered content (accessible_field's token estimate)."""
+    pathway: str = DIRECT
+    redirected_from: str | None = None
+
+
+@dataclass(frozen=True)
+class CatalogProcedure:
+    id: str
+    relevance: float
+    learned: float
+    score: float
+    size: int
+    chars: int
+    created: float
+    """When the procedure was stored (POSIX seconds): newer first among equal scores."""
+
+
+def memory_order(m: CatalogMemory) -> tuple:
+    return (-m.score, -m.relevance, m.n)
+
+
+def procedure_order(p: CatalogProcedure) -> tuple:
+    return (-p.score, -p.created, p.id)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """What a retrieval serves, frozen at creation (spec 5.4)."""
+
+    memories: list[CatalogMemory]
+    procedures: list[CatalogProcedure]
+    relevant_total: int
+    truncated: bool
+
+    @classmethod
+    def freeze(cls, memories: list[CatalogMemory], procedures: list[CatalogProcedure], memory_limit: int,
+               procedure_limit: int) -> "Catalog":
+        memories = sorted(memories, key=memory_order)
+        procedures = sorted(procedures, key=procedure_order)
+        return cls(memories[:memory_limit], procedures[:procedure_limit], min(len(memories), memory_limit),
+                   len(memories) > memory_limit)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"memories": [asdict(m) for m in self.memories], "procedures": [asdict(p) for p in self.procedures],
+                "relevant_total": self.relevant_total, "truncated": self.truncated}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Catalog":
+        return cls([CatalogMemory(**m) for m in data["memories"]], [CatalogProcedure(**p) for p in data["procedures"]],
+                   data["relevant_total"], data["truncated"])
