@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test install lint-proto breaking-proto clean bench-quality bench-scale bench-perf
+.PHONY: serve test install lint-proto breaking-proto clean bench-quality bench-scale bench-perf bench-locomo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -69,16 +69,26 @@ test: install lint-proto breaking-proto clients/node/node_modules/.package-lock.
 	$(BIN)/python -m pytest
 	SLOWAVE_TEST_BACKEND=postgresql $(BIN)/python -m pytest tests/integration
 
-# Retrieval-quality benchmark (full run, lexical and semantic, learning curves) followed by the
-# Activate latency at 1k / 10k / 100k memories: writes bench/results/quality.{md,png} and scale.md.
+# Retrieval-quality benchmark (full run, lexical and semantic, learning curves), LoCoMo (dev half,
+# when ../shared/data/locomo-dev exists), then the Activate latency at 1k / 10k / 100k memories:
+# writes bench/results/quality.{md,png}, locomo.md and scale.md.
+LOCOMO_DATA := ../shared/data/locomo-dev
 bench-quality: install
 	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python bench/quality.py
+	@if [ -d $(LOCOMO_DATA) ]; then echo "$(BIN)/python bench/locomo.py"; $(BIN)/python bench/locomo.py; \
+	else echo "bench/locomo.py: SKIPPED, no LoCoMo data at $(LOCOMO_DATA)"; fi
 	$(BIN)/python bench/scale.py
 
 # Only the Activate latency at 1k / 10k / 100k memories in one scope: writes bench/results/scale.md.
 bench-scale: install
 	$(BIN)/python bench/scale.py
+
+# Only LoCoMo (dev half, ../shared/data/locomo-dev) through the real gRPC API: writes bench/results/locomo.md.
+# More with e.g. `make bench-locomo LOCOMO_ARGS='--baseline --learn --rounds 1,3'` (see bench/locomo.py).
+bench-locomo: install
+	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/python bench/locomo.py $(LOCOMO_ARGS)
 
 # Per-RPC latency, full-cycle throughput against a bare gRPC echo, batch Remember and server memory at
 # 1k / 10k / 100k memories (≈ 15 min; preloaded stores are cached in bench/.cache/): writes

@@ -105,7 +105,8 @@ def coverage(cue_tokens: frozenset[str], text: str) -> float:
 
 TOTAL_DOCS_TERM = ""  # the scope_terms row counting the scope's memories (no term is empty)
 TOTAL_WORDS_TERM = " words"  # the scope_terms row counting their terms (no term has a space)
-TOTAL_CONTEXT_WORDS_TERM = "\t words"  # ... and the terms of their session contexts
+CONTEXT_PREFIX = "\t"  # scope_terms rows of the session-context field: "\t" + term
+TOTAL_CONTEXT_WORDS_TERM = "\t words"  # ... and the total term count of their session contexts
 BM25_K1 = 1.2
 # Claims are short and of similar length: a weak length normalisation (Lucene's default 0.75
 # punishes a claim for one extra clause).
@@ -130,9 +131,14 @@ def session_context(previous_claims: list[str]) -> str | None:
     return " ".join(context) if context else None
 
 
+def context_term(term: str) -> str:
+    return CONTEXT_PREFIX + term
+
+
 def statistics_terms(cue_terms: frozenset[str]) -> list[str]:
     """The scope_terms rows a retrieval reads for a cue."""
-    return [TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, TOTAL_CONTEXT_WORDS_TERM, *cue_terms]
+    return [TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, TOTAL_CONTEXT_WORDS_TERM,
+            *cue_terms, *(context_term(t) for t in cue_terms)]
 
 
 def bm25_idf(total: int, docs: int) -> float:
@@ -338,20 +344,24 @@ class CueNames:
 @dataclass(frozen=True)
 class LexicalQuery:
     terms: list[str]
-    require_all: bool  # AND instead of OR
+    require_all: bool
+    """All of the terms in the memory's own words, instead of any of them in either field."""
 
 
 def lexical_query(terms: frozenset[str], doc_counts: dict[str, int], budget_docs: int = 128) -> LexicalQuery | None:
     """What to ask the full-text index: the cue's rarest terms, within a document budget.
 
     Every memory matching an any-of query is scored, so such a query costs the sum of its terms'
-    document counts in the scope. Terms are taken rarest first (the most specific, which also weigh
-    most in BM25) while that sum stays within `budget_docs`. When even the rarest term is too
-    common, memories must hold the two or three rarest terms together (the index then streams the
-    newest matches). Terms
+    document counts in the scope, in both fields. Terms are taken rarest first (the most specific,
+    which also weigh most in BM25) while that sum stays within `budget_docs`. A memory whose session
+    context holds a rare cue term is asked for too: its own words may hold the cue's common terms,
+    which the budget leaves out of the query (measured on the conversational benchmark: +0.03
+    evidence@10). When even the rarest term is too common, memories must hold the two or three
+    rarest terms together in their own words (the index then streams the newest matches). Terms
     left out still count in relevance, and the containment floor does not depend on them.
     """
-    present = sorted((doc_counts[t[:128]], t) for t in terms if doc_counts.get(t[:128], 0) > 0)
+    present = sorted((doc_counts.get(t[:128], 0) + doc_counts.get(context_term(t)[:128], 0), t)
+                     for t in terms if doc_counts.get(t[:128], 0) > 0)
     if not present:
         return None
     if present[0][0] > budget_docs:

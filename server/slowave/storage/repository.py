@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, select, text, update
 
 from slowave.domain.dates import date_words, occurred_on
-from slowave.domain.relevance import TOTAL_CONTEXT_WORDS_TERM, TOTAL_DOCS_TERM, TOTAL_WORDS_TERM
+from slowave.domain.relevance import TOTAL_CONTEXT_WORDS_TERM, TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, context_term
 from slowave.domain.terms import terms
 from slowave.storage.search_terms import index_text, index_token, scope_key
 from slowave.domain.text import normalize_claim
@@ -270,10 +270,10 @@ class Repository:
             row["number"] = n
         self._insert_many(t.memories, rows)
         own = [terms(f"{row['content']} {date_words(row['occurred_on'])}") for row in rows]
-        context_lengths = [len(row["context_terms"].split()) if row["context_terms"] else 0 for row in rows]
-        self._count_terms(rows, own, context_lengths)
-        index = [{"n": n, "w": index_text(scope_key(row["tenant"], row["scope"]), w)}
-                 for n, row, w in zip(numbers, rows, own)]
+        context = [row["context_terms"].split() if row["context_terms"] else [] for row in rows]
+        self._count_terms(rows, own, context)
+        index = [{"n": n, "w": index_text(scope_key(row["tenant"], row["scope"]), w, c)}
+                 for n, row, w, c in zip(numbers, rows, own, context)]
         if self.dialect == "sqlite":
             driver_path.raw_many(self.conn, "INSERT INTO memories_fts(rowid, words) VALUES (:n, :w)", index)
         else:
@@ -293,12 +293,12 @@ class Repository:
         if self.dialect == "postgresql":
             self.conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"), {"k": f"claims:{tenant}:{scope}"})
 
-    def _count_terms(self, rows: list[dict[str, Any]], own: list[list[str]], context_lengths: list[int]) -> None:
+    def _count_terms(self, rows: list[dict[str, Any]], own: list[list[str]], context: list[list[str]]) -> None:
         counts: dict[tuple[str, str, str], int] = {}
-        for row, ws, context_length in zip(rows, own, context_lengths):
+        for row, ws, cs in zip(rows, own, context):
             tenant, scope = row["tenant"], row["scope"]
-            for term, n in ((TOTAL_DOCS_TERM, 1), (TOTAL_WORDS_TERM, len(ws)), (TOTAL_CONTEXT_WORDS_TERM, context_length),
-                            *((w[:128], 1) for w in set(ws))):
+            for term, n in ((TOTAL_DOCS_TERM, 1), (TOTAL_WORDS_TERM, len(ws)), (TOTAL_CONTEXT_WORDS_TERM, len(cs)),
+                            *((w[:128], 1) for w in set(ws)), *((context_term(w)[:128], 1) for w in set(cs))):
                 key = (tenant, scope, term)
                 counts[key] = counts.get(key, 0) + n
         if counts and self.dialect == "sqlite":
@@ -383,6 +383,8 @@ class Repository:
         where = "m.tenant = :tenant AND m.scope = :scope AND (m.status = 'active' OR m.stale_reason = 'superseded')"
         key = scope_key(tenant, scope)
         indexed = [index_token(key, w) for w in terms]
+        if not require_all:  # any of the terms, in the memory's own words or its session context
+            indexed += [index_token(key, w, context=True) for w in terms]
         if self.dialect == "postgresql":
             stmt = (
                 f"SELECT {columns} FROM memories m WHERE m.content_tsv @@ to_tsquery('simple', :q) AND {where} "

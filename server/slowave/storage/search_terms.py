@@ -6,7 +6,8 @@ another tenant's queries cost or return (the index statistics are per scope, lik
 term counts in `scope_terms`), and a query in a small scope never walks the postings of a large
 one. Tokens are plain ASCII letters and digits, read the same by SQLite FTS5's `ascii` tokenizer and
 PostgreSQL's `simple` configuration: an ASCII word is written as is, any other word as the hex of
-its UTF-8, behind a marker that keeps the two forms apart.
+its UTF-8, behind a marker that keeps the two forms apart and says the field: `a`/`u` for the
+memory's own terms, `c`/`v` for its session context (relevance.LexicalScorer).
 """
 from __future__ import annotations
 
@@ -22,13 +23,14 @@ def scope_key(tenant: str, scope: str) -> str:
     return "s" + hashlib.sha256(f"{tenant}\0{scope}".encode()).hexdigest()[:11]
 
 
-def index_token(key: str, word: str) -> str:
-    """The indexed form of one term (as `domain.terms` produces it) in one partition."""
-    if word.isascii():
-        return f"{key}a{word}"
-    return f"{key}u{word.encode('utf-8').hex()}"
+def index_token(key: str, term: str, context: bool = False) -> str:
+    """The indexed form of one term (as `domain.terms` produces it) in one partition and field."""
+    if term.isascii():
+        return f"{key}{'c' if context else 'a'}{term}"
+    return f"{key}{'v' if context else 'u'}{term.encode('utf-8').hex()}"
 
 
-def index_text(key: str, words: Iterable[str]) -> str:
-    """A memory's distinct words as the text the full-text index stores."""
-    return " ".join(index_token(key, w) for w in sorted(set(words)))
+def index_text(key: str, terms: Iterable[str], context_terms: Iterable[str] = ()) -> str:
+    """A memory's distinct terms, and those of its session context, as the index stores them."""
+    own = [index_token(key, w) for w in sorted(set(terms))]
+    return " ".join(own + [index_token(key, w, context=True) for w in sorted(set(context_terms))])

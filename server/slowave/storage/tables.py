@@ -136,8 +136,8 @@ scope_terms = Table(
     # Per-scope term statistics (relevance and query planning read only the caller's own scope, so
     # no tenant's words influence another's results). Counts every memory ever indexed in the scope,
     # as the full-text index does; the pseudo-terms "" and " words" hold the number of memories and
-    # their total term count (relevance.TOTAL_DOCS_TERM, TOTAL_WORDS_TERM), and "\t words" the
-    # total term count of their session contexts (TOTAL_CONTEXT_WORDS_TERM).
+    # their total term count (relevance.TOTAL_DOCS_TERM, TOTAL_WORDS_TERM); rows of the session
+    # context field are "\t" + term, with "\t words" their total (relevance.CONTEXT_PREFIX).
     "scope_terms",
     metadata,
     Column("tenant", String(64), primary_key=True),

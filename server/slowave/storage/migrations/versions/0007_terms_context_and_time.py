@@ -3,7 +3,7 @@
 Memories gain `occurred_at` / `occurred_on` (from the claim that created them) and
 `context_terms` (the terms of the two claims stored just before it in the same session). The
 full-text index and `scope_terms` are rebuilt with stemmed terms without stop words, each
-memory's own terms including its date's words.
+memory's own field holding its date's words and its context field its session context.
 
 Unlike earlier migrations this one reads `slowave.domain.terms` and `slowave.domain.dates`: the
 index must hold exactly the terms the running code asks for, and copying a stemmer and a
@@ -28,7 +28,7 @@ down_revision = "0006"
 branch_labels = None
 depends_on = None
 
-_TOTAL_DOCS, _TOTAL_WORDS, _TOTAL_CONTEXT = "", " words", "\t words"
+_TOTAL_DOCS, _TOTAL_WORDS, _CONTEXT, _TOTAL_CONTEXT = "", " words", "\t", "\t words"
 _WINDOW = 2  # service.remember.SESSION_CONTEXT_CLAIMS at the time of writing
 
 
@@ -36,8 +36,10 @@ def _key(tenant: str, scope: str) -> str:
     return "s" + hashlib.sha256(f"{tenant}\0{scope}".encode()).hexdigest()[:11]
 
 
-def _token(key: str, term: str) -> str:
-    return f"{key}a{term}" if term.isascii() else f"{key}u{term.encode('utf-8').hex()}"
+def _token(key: str, term: str, context: bool) -> str:
+    if term.isascii():
+        return f"{key}{'c' if context else 'a'}{term}"
+    return f"{key}{'v' if context else 'u'}{term.encode('utf-8').hex()}"
 
 
 def upgrade() -> None:
@@ -80,9 +82,10 @@ def upgrade() -> None:
         own = terms(f"{content} {date_words(day)}")
         updates.append({"n": number, "at": occurred, "on": day, "ctx": " ".join(context) or None})
         key = _key(tenant, scope)
-        index.append({"n": number, "w": " ".join(_token(key, w) for w in sorted(set(own)))})
+        index.append({"n": number, "w": " ".join(
+            [_token(key, w, False) for w in sorted(set(own))] + [_token(key, w, True) for w in sorted(set(context))])})
         for term, n in ((_TOTAL_DOCS, 1), (_TOTAL_WORDS, len(own)), (_TOTAL_CONTEXT, len(context)),
-                        *((w[:128], 1) for w in set(own))):
+                        *((w[:128], 1) for w in set(own)), *(((_CONTEXT + w)[:128], 1) for w in set(context))):
             counts[(tenant, scope, term)] = counts.get((tenant, scope, term), 0) + n
 
     for i in range(0, len(updates), 1000):
