@@ -62,6 +62,10 @@ class Memory:
     pathway: str
     ranking: RankingSignals
     provenance: Provenance
+    created_at: datetime | None = None
+    """When the service stored it (UTC)."""
+    occurred_at: datetime | None = None
+    """When what it describes happened, if the claim said (UTC)."""
 
 
 @dataclasses.dataclass(frozen=True)
