@@ -1,0 +1,60 @@
+"""Retrieval rules of domain.retrieval: the frozen catalog, supersession stand-ins, scoring."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slowave.domain.relevance import TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, Cue
+from slowave.domain.retrieval import Catalog, CatalogMemory, CatalogProcedure, CandidateScoring, stand_ins
+
+
+@dataclass
+class _Memory:
+    number: int
+    content: str
+    status: str = "active"
+    stale_reason: str | None = None
+    superseded_by: int | None = None
+    type: str = "fact"
+    context_terms: str | None = None
+    occurred_on: str | None = None
+
+
+def _m(n: int, score: float, relevance: float) -> CatalogMemory:
+    return CatalogMemory(n=n, type="fact", relevance=relevance, learned=round(score - relevance, 6), score=score,
+                         size=10, chars=10)
+
+
+def test_catalog_orders_by_score_relevance_number_and_freezes_at_the_limit():
+    memories = [_m(3, 0.5, 0.5), _m(1, 0.5, 0.5), _m(2, 0.5, 0.6), _m(4, 0.9, 0.7)]
+    catalog = Catalog.freeze(memories, [], memory_limit=3, procedure_limit=9)
+    assert [m.n for m in catalog.memories] == [4, 2, 1]  # score 0.5 with relevance 0.6 (learned −0.1) first
+    assert catalog.relevant_total == 3 and catalog.truncated
+
+
+def test_catalog_round_trips_through_its_stored_json():
+    catalog = Catalog.freeze([_m(1, 0.4, 0.4)], [CatalogProcedure("proc_s1", 0.5, 0.0, 0.5, 20, 20, 1.5)], 50, 9)
+    assert Catalog.from_json(catalog.to_json()) == catalog
+    # The stored shape is the one earlier versions wrote (continuation pages of old retrievals).
+    assert set(catalog.to_json()["memories"][0]) == {"n", "type", "relevance", "learned", "score", "size", "chars",
+                                                      "pathway", "redirected_from"}
+
+
+def test_a_superseded_memory_is_represented_by_its_replacement_once():
+    memories = {1: _Memory(1, "old", "retired", "superseded", 3), 2: _Memory(2, "older", "retired", "superseded", 3),
+                3: _Memory(3, "new")}
+    out = stand_ins({1: 0.8, 2: 0.9}, memories, lambda m: memories[m.superseded_by])
+    assert [(c.number, c.pathway, c.redirected_from, c.relevance) for c in out] == [(3, "redirect", 2, 0.9)]
+    # Admitted on its own too: direct, with the better relevance.
+    out = stand_ins({1: 0.8, 3: 0.5}, memories, lambda m: memories[m.superseded_by])
+    assert [(c.number, c.pathway, c.relevance) for c in out] == [(3, "direct", 0.8)]
+
+
+def test_scoring_admits_on_threshold_or_floor_and_prefers_named_dates():
+    stats = {TOTAL_DOCS_TERM: 100, TOTAL_WORDS_TERM: 500, "offsit": 2, "porto": 3}
+    cue = Cue("What happened at the offsite in Porto in June 2024?")
+    scoring = CandidateScoring.for_cue(cue, stats, [], calibration=None)
+    june = _Memory(1, "The offsite was in Porto.", occurred_on="2024-06-12")
+    july = _Memory(2, "The offsite was in Porto.", occurred_on="2024-07-12")
+    assert scoring.relevance(june, False, None) > scoring.relevance(july, False, None) > 0
+    assert scoring.relevance(_Memory(3, "Lunch was pizza."), False, None) is None
+    assert scoring.relevance(_Memory(4, "june 2024"), True, None) == 1.0  # the floor
