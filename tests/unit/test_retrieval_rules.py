@@ -55,6 +55,23 @@ def test_scoring_admits_on_threshold_or_floor_and_prefers_named_dates():
     scoring = CandidateScoring.for_cue(cue, stats, [], calibration=None)
     june = _Memory(1, "The offsite was in Porto.", occurred_on="2024-06-12")
     july = _Memory(2, "The offsite was in Porto.", occurred_on="2024-07-12")
-    assert scoring.relevance(june, False, None) > scoring.relevance(july, False, None) > 0
-    assert scoring.relevance(_Memory(3, "Lunch was pizza."), False, None) is None
-    assert scoring.relevance(_Memory(4, "june 2024"), True, None) == 1.0  # the floor
+    lunch, floor = _Memory(3, "Lunch was pizza."), _Memory(4, "june 2024")
+    admitted = scoring.admitted({1: june, 2: july, 3: lunch, 4: floor}, contained={4}, cosines={})
+    assert admitted[1] > admitted[2] > 0
+    assert 3 not in admitted
+    assert admitted[4] == 1.0  # the floor
+
+
+def test_meaning_counts_in_full_only_where_no_candidate_matches_the_cues_words():
+    from slowave.domain.relevance import SemanticCalibration
+
+    calibration = SemanticCalibration(0.2, 0.7)
+    stats = {TOTAL_DOCS_TERM: 100, TOTAL_WORDS_TERM: 500, "offsit": 2, "porto": 3}
+    paraphrase = _Memory(5, "The team retreat took place by the Douro.")
+    cue = Cue("Where was the offsite in Porto?")
+    words = _Memory(1, "The offsite was in Porto.")
+    alone = CandidateScoring.for_cue(cue, stats, [paraphrase], calibration).admitted({5: paraphrase}, set(), {5: 0.6})
+    beside = CandidateScoring.for_cue(cue, stats, [paraphrase, words], calibration).admitted(
+        {5: paraphrase, 1: words}, set(), {5: 0.6, 1: 0.6})
+    assert alone[5] > beside.get(5, 0.0)
+    assert beside[1] > beside.get(5, 0.0)

@@ -52,16 +52,11 @@ def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limi
     cosines: dict[int, float] = {}
     if semantic is not None and query_vector is not None:
         cosines = semantic.index.similarities(repo, tenant, scope, query_vector, list(rows), limits.semantic_candidates)
-        for row in repo.get_memories(n for n in cosines if n not in rows).values():
-            if row.status == "active" or row.stale_reason == "superseded":
-                rows[row.number] = row
+        for row in repo.memory_views(tenant, scope, (n for n in cosines if n not in rows)):
+            rows[row.number] = row
     calibration = SemanticCalibration(semantic.encoder.floor_cosine, semantic.encoder.full_cosine) if semantic else None
     scoring = CandidateScoring.for_cue(cue, doc_counts, rows.values(), calibration)
-    admitted = {}
-    for n, row in rows.items():
-        relevance = scoring.relevance(row, n in contained, cosines.get(n))
-        if relevance is not None:
-            admitted[n] = relevance
+    admitted = scoring.admitted(rows, contained, cosines)
     return stand_ins(admitted, rows, lambda row: _follow_supersession(repo, tenant, row)), rows
 
 

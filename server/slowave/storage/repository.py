@@ -401,6 +401,18 @@ class Repository:
             match = (" AND " if require_all else " OR ").join(indexed)
         return self._memory_views(stmt, {"q": match, "tenant": tenant, "scope": scope, "limit": limit})
 
+    def memory_views(self, tenant: str, scope: str, numbers: Iterable[int]) -> list[MemoryView]:
+        """The given memories of the scope as retrieval reads them (active, or retired as superseded)."""
+        nums = sorted(set(numbers))
+        if not nums:
+            return []
+        columns = ", ".join(f"m.{c}" for c in _MEMORY_VIEW)
+        among = "= ANY(:numbers)" if self.dialect == "postgresql" else "IN (SELECT value FROM json_each(:numbers))"
+        stmt = (f"SELECT {columns} FROM memories m WHERE m.number {among} AND m.tenant = :tenant AND m.scope = :scope "
+                f"AND (m.status = 'active' OR m.stale_reason = 'superseded')")
+        return self._memory_views(stmt, {"numbers": nums if self.dialect == "postgresql" else json.dumps(nums),
+                                         "tenant": tenant, "scope": scope})
+
     def _memory_views(self, sql: str, params: dict[str, Any]) -> list[MemoryView]:
         """The retrieval read path. On SQLite it goes straight through the driver (same `:name`
         placeholders, same connection and transaction): SQLAlchemy's per-row processing cost more
