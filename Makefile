@@ -6,22 +6,25 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test install lint-proto breaking-proto clean bench-quality bench-scale bench-perf bench-locomo
+.PHONY: serve test install lint-proto breaking-proto clean bench-quality bench-scale bench-perf model bench-locomo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
 # Reinstalling regenerates the protobuf stubs (build hook), so they never go stale.
-# The test install includes the semantic channel; torch is pinned first to the CPU build this
-# machine kind keeps on disk (an unpinned resolve would fetch a multi-GB CUDA build).
+# The default semantic channel (static embeddings shipped in server/slowave/embedding_model/) is
+# part of the service itself and needs no torch. The test install adds the optional [semantic]
+# extra too (SLOWAVE_SEMANTIC=minilm, tests/integration/test_semantic_minilm.py); torch is pinned
+# first to the CPU build this machine kind keeps on disk (an unpinned resolve would fetch a
+# multi-GB CUDA build).
 TORCH := torch==2.13.0
 $(STAMP): $(BIN)/python pyproject.toml $(shell find protos server -name '*.proto' -o -name '*.py' -path '*migrations*')
 	$(BIN)/pip install -q '$(TORCH)'
 	$(BIN)/pip install -q -e '.[test,semantic,mcp]'
 	touch $(STAMP)
 
-# `make serve` needs only the service itself.
+# `make serve` needs only the service itself (hybrid retrieval included, no torch).
 $(VENV)/.service: $(BIN)/python pyproject.toml $(shell find protos -name '*.proto')
 	$(BIN)/pip install -q -e .
 	touch $(VENV)/.service
@@ -96,6 +99,21 @@ bench-locomo: install
 bench-perf: install
 	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python bench/perf.py
+
+# Rebuilds the static embedding model in server/slowave/embedding_model/ from the packaged
+# all-MiniLM-L6-v2 (tools/distill_model.py, ≈ 15 min on 2 cores) in its own virtualenv: torch is
+# pinned first to the CPU build (an unpinned resolve would fetch a multi-GB CUDA build), then the
+# rest of tools/model-requirements.txt. Compare the new PROVENANCE.json with the committed one.
+MODEL_VENV := .venv-model
+$(MODEL_VENV)/.installed: tools/model-requirements.txt
+	$(PYTHON) -m venv $(MODEL_VENV)
+	$(MODEL_VENV)/bin/pip install -q --upgrade pip
+	$(MODEL_VENV)/bin/pip install -q '$(TORCH)'
+	$(MODEL_VENV)/bin/pip install -q -r tools/model-requirements.txt
+	touch $@
+
+model: $(MODEL_VENV)/.installed
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(MODEL_VENV)/bin/python tools/distill_model.py
 
 clean:
 	rm -rf $(VENV) node_modules clients/node/node_modules data .pytest_cache

@@ -21,8 +21,8 @@ Test queries run at the reported rounds with neutral, implicit coverage only (no
 Every commit carries the same outcome summary, so consolidation adds one derived lesson per
 scope and nothing more; the script waits for it before measuring, which keeps runs deterministic.
 
-The whole run is done twice: lexical (the default server) and with the semantic channel
-(SLOWAVE_SEMANTIC=on). A semantic server that does not start, or that reports the same
+The whole run is done twice: lexical (SLOWAVE_SEMANTIC=off) and with the default semantic channel
+(`semantic`: SLOWAVE_SEMANTIC=static); `--modes minilm` adds all-MiniLM-L6-v2 itself. A semantic server that does not start, or that reports the same
 retrieval_policy_version as the lexical one (the variable is ignored), is reported as not available.
 
     python bench/quality.py            # full run: writes bench/results/quality.{md,png}
@@ -63,7 +63,10 @@ PAGE_SIZE = 10
 BATCH = 100
 RPC_TIMEOUT = 60.0
 STARTUP_TIMEOUT = 300.0  # a semantic server may load an embedding model first
-MODES = {"lexical": {}, "semantic": {"SLOWAVE_SEMANTIC": "on"}}
+# Channel selection: "semantic" is the default hybrid channel (static embeddings shipped in the
+# package); "minilm" runs all-MiniLM-L6-v2 itself (needs the [semantic] extra, with torch).
+MODES = {"lexical": {"SLOWAVE_SEMANTIC": "off"}, "semantic": {"SLOWAVE_SEMANTIC": "static"},
+         "minilm": {"SLOWAVE_SEMANTIC": "minilm"}}
 # Every commit's outcome summary: consolidated into one lesson per scope, MATCHED ever after.
 SUMMARY = "Retrieval benchmark task closed by the simulated agent."
 MEMORY_TYPES = {
@@ -420,8 +423,8 @@ def _evaluate(mode: str, stub: pb_grpc.MemoryServiceStub, corpus: Corpus, rounds
     for scope in corpus.scopes:
         scope_ids, policy = seed_scope(stub, scope, corpus.scope_memories(scope))
         ids.update(scope_ids)
-        if mode == "semantic" and policy == lexical_policy:
-            return ModeResult(mode, "not available", f"SLOWAVE_SEMANTIC=on is ignored: the server reports the "
+        if mode != "lexical" and policy == lexical_policy:
+            return ModeResult(mode, "not available", f"SLOWAVE_SEMANTIC={MODES[mode]['SLOWAVE_SEMANTIC']} is ignored: the server reports the "
                                                      f"lexical retrieval_policy_version {policy!r}", policy)
     for scope in corpus.scopes:
         wait_for_summary_lesson(stub, scope)
@@ -454,8 +457,8 @@ def _ordered(queries: list[Query], seed: int) -> list[Query]:
 
 
 def probe_policy() -> str | None:
-    """The retrieval_policy_version of a default (lexical) server, for a semantic-only run."""
-    with tempfile.TemporaryDirectory(prefix="slowave-bench-probe-") as tmp, ServerProcess(Path(tmp), {}) as server:
+    """The retrieval_policy_version of a lexical server (SLOWAVE_SEMANTIC=off), for a semantic-only run."""
+    with tempfile.TemporaryDirectory(prefix="slowave-bench-probe-") as tmp, ServerProcess(Path(tmp), MODES["lexical"]) as server:
         with grpc.insecure_channel(server.address) as channel:
             stub = pb_grpc.MemoryServiceStub(channel)
             act = stub.Activate(pb.ActivateRequest(task="probe", initial_goal="probe", scope="project:probe"),
@@ -612,7 +615,7 @@ def plot(results: list[ModeResult], rounds: tuple[int, ...], path: Path) -> None
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharex=True)
-    colors = {"lexical": "tab:blue", "semantic": "tab:orange"}
+    colors = {"lexical": "tab:blue", "semantic": "tab:orange", "minilm": "tab:green"}
     styles = {"train": "-", "test": "--"}
     for col, family in enumerate(FAMILIES):
         for row, (metric, label) in enumerate((("r5", "recall@5"), ("mrr", "MRR"))):
@@ -653,7 +656,8 @@ def _write(path: Path, text: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description="Slowave retrieval-quality benchmark (see the module docstring).")
     parser.add_argument("--quick", action="store_true", help="3 scopes, ~150 memories, ~60 queries, rounds 0/1/3")
-    parser.add_argument("--modes", default="lexical,semantic", help="comma-separated: lexical, semantic")
+    parser.add_argument("--modes", default="lexical,semantic",
+                        help="comma-separated: lexical, semantic (the default static channel), minilm")
     parser.add_argument("--out", type=Path, help="output path without extension (default bench/results/quality[-quick])")
     args = parser.parse_args()
     # SIGTERM unwinds like Ctrl-C, so the server subprocess and temp files are always cleaned up.
@@ -670,7 +674,7 @@ def main() -> int:
     results: list[ModeResult] = []
     lexical_policy = None
     for mode in modes:
-        if mode == "semantic" and lexical_policy is None:
+        if mode != "lexical" and lexical_policy is None:
             lexical_policy = probe_policy()
         log(f"[{mode}] starting")
         try:

@@ -20,7 +20,7 @@ def _ctx(settings: Settings, semantic: bool = False) -> ServiceContext:
     if semantic:
         from slowave.embedding import load_semantic_channel
 
-        channel = load_semantic_channel(True)
+        channel = load_semantic_channel(settings.semantic)
     return ServiceContext(db=Database(settings.database_url), settings=settings, semantic=channel)
 
 
@@ -37,7 +37,8 @@ def cmd_embed(ctx: ServiceContext, args: argparse.Namespace) -> None:
     """Backfills vectors of memories stored while the semantic channel was off (or another encoder)."""
     from slowave.embedding import load_semantic_channel
 
-    channel = load_semantic_channel(True)
+    # The configured encoder (SLOWAVE_SEMANTIC), or the default one where it is off.
+    channel = load_semantic_channel(ctx.settings.semantic if ctx.settings.semantic != "off" else True)
     assert channel is not None
     done = 0
     while True:
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.database_url:
         settings = Settings(**{**settings.__dict__, "database_url": args.database_url})
     # Consolidated lessons get their vectors when the service runs with the semantic channel.
-    ctx = _ctx(settings, semantic=settings.semantic and args.command == "consolidate")
+    ctx = _ctx(settings, semantic=settings.semantic != "off" and args.command == "consolidate")
     try:
         if args.command != "migrate":
             ctx.db.migrate()

@@ -30,6 +30,29 @@ def parse_idle_timeout(raw: str | None) -> int:
     return int(raw.strip())
 
 
+SEMANTIC_CHOICES = ("static", "minilm", "off")
+DEFAULT_SEMANTIC = "static"
+
+
+def parse_semantic(raw: str | bool | None) -> str:
+    """SLOWAVE_SEMANTIC as one of SEMANTIC_CHOICES: `static` (the default; also on/1/true/yes),
+    `minilm` (all-MiniLM-L6-v2 itself, needs the [semantic] extra) or `off` (also 0/false/no).
+    Anything else means the default, with a warning."""
+    if raw is None or raw is True:
+        return DEFAULT_SEMANTIC
+    if raw is False:
+        return "off"
+    value = raw.strip().lower()
+    if value in ("", "1", "on", "true", "yes"):
+        return DEFAULT_SEMANTIC
+    if value in ("0", "false", "no", "none"):
+        return "off"
+    if value not in SEMANTIC_CHOICES:
+        log.warning("SLOWAVE_SEMANTIC=%r is not one of %s; using %s", raw, ", ".join(SEMANTIC_CHOICES), DEFAULT_SEMANTIC)
+        return DEFAULT_SEMANTIC
+    return value
+
+
 @dataclass(frozen=True)
 class RetrievalLimits:
     """Server-owned catalog and page limits (spec 5.4)."""
@@ -68,8 +91,9 @@ class Settings:
     """How often database-derived gauges (open sessions) are refreshed."""
     wal_checkpoint_seconds: float = 1.0
     """SQLite: how often the background checkpointer copies the write-ahead log into the database."""
-    semantic: bool = False
-    """Hybrid retrieval with the sentence-embedding channel (needs the [semantic] extra)."""
+    semantic: str = DEFAULT_SEMANTIC
+    """The semantic retrieval channel: `static` (shipped static embeddings, no torch), `minilm`
+    (all-MiniLM-L6-v2, needs the [semantic] extra) or `off` (lexical only)."""
     tenant: str = "local"
     """The single local tenant, used while no API key is configured or stored."""
     api_keys: tuple[KeyEntry, ...] = ()
@@ -102,7 +126,7 @@ class Settings:
             kwargs["metrics_addr"] = env["SLOWAVE_METRICS_ADDR"]
         kwargs["session_idle_timeout"] = parse_idle_timeout(env.get("SLOWAVE_SESSION_IDLE_TIMEOUT"))
         if env.get("SLOWAVE_SEMANTIC"):
-            kwargs["semantic"] = env["SLOWAVE_SEMANTIC"].strip().lower() in ("1", "on", "true", "yes")
+            kwargs["semantic"] = parse_semantic(env["SLOWAVE_SEMANTIC"])
         pool = {key: cast(env[var]) for var, key, cast in (
             ("SLOWAVE_DB_POOL_SIZE", "size", int), ("SLOWAVE_DB_POOL_OVERFLOW", "overflow", int),
             ("SLOWAVE_DB_POOL_TIMEOUT", "timeout", float), ("SLOWAVE_DB_CONNECT_TIMEOUT", "connect_timeout", int),

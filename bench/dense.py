@@ -1,0 +1,158 @@
+"""Dense candidates at 100k memories in one scope: per-query cost of each way to find them.
+
+Vectors are "random but realistic": embeddings, by the shipped static model, of random sentences
+of 6–24 vocabulary words (so they share the anisotropy of real ones); queries likewise. Measured,
+single-threaded, per query (k = 100, the service's semantic_candidates):
+
+* numpy float32 exact scan (matrix @ query + argpartition) — what VectorIndex did before;
+* float16 / int8 storage scanned by numpy, and by faiss' SIMD scalar-quantiser scan (if installed);
+* usearch's exact brute force over float16;
+* HNSW graphs (usearch int8 / float16, faiss HNSW+SQ8 if installed): build time, recall@100
+  against the exact top 100, latency per expansion;
+* slowave.embedding.VectorIndex itself (graph candidates re-scored exactly), with the cost of its
+  first query (reading the rows) and of catching up after new memories.
+
+    .venv/bin/python bench/dense.py [--n 100000]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections import namedtuple
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+from slowave.embedding import StaticEncoder, VectorIndex  # noqa: E402
+
+K = 100
+
+
+def sentences(table: np.ndarray, vocab: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    lens = rng.integers(6, 24, n)
+    ids = rng.choice(vocab, size=int(lens.sum()))
+    offsets = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    m = np.add.reduceat(table[ids], offsets, axis=0)
+    return (m / np.linalg.norm(m, axis=1, keepdims=True)).astype(np.float32)
+
+
+def per_query(fn, queries, reps=200) -> float:
+    fn(queries[0])
+    t = time.perf_counter()
+    for i in range(reps):
+        fn(queries[i % len(queries)])
+    return (time.perf_counter() - t) / reps * 1e3
+
+
+class Repo:
+    Row = namedtuple("Row", "number vector")
+
+    def __init__(self, x: np.ndarray) -> None:
+        self.rows = [self.Row(i + 1, v.tobytes()) for i, v in enumerate(x)]
+
+    def latest_vector_number(self, *_):
+        return self.rows[-1].number
+
+    def vectors_after(self, _t, _s, _e, after):
+        return self.rows[after:]  # numbers are 1..n
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100_000)
+    args = parser.parse_args()
+    enc = StaticEncoder()
+    table = enc._table
+    vocab = np.array([i for t, i in enc._tokenizer.get_vocab().items() if t.isalpha() and not t.startswith("##") and i > 1000])
+    rng = np.random.default_rng(0)
+    x, queries = sentences(table, vocab, args.n, rng), sentences(table, vocab, 200, rng)
+    n, dim = x.shape
+    cues = ["Which database engine does our billing system use to store transactions?",
+            "What should I verify first if the courier rate lookup treats valid credentials as expired?",
+            "Which port does billing-api listen on?"]
+    times = []
+    for i in range(3000):
+        t = time.perf_counter()
+        enc.encode([cues[i % 3]])
+        times.append(time.perf_counter() - t)
+    print(f"query embedding ({enc.encoder_id}): p50 {np.median(times) * 1e3:.3f} ms, "
+          f"p99 {np.percentile(times, 99) * 1e3:.3f} ms")
+    print(f"{n:,} vectors × {dim} dims, k = {K}, one thread\n")
+    exact = [set(np.argpartition(-(x @ q), K - 1)[:K].tolist()) for q in queries]
+
+    def recall(search) -> float:
+        return float(np.mean([len(set(np.asarray(search(q)).tolist()) & e) / K for q, e in zip(queries, exact)]))
+
+    rows = []
+    rows.append(("numpy float32 exact scan", per_query(lambda q: np.argpartition(-(x @ q), K - 1)[:K], queries), 1.0, "-"))
+    x16 = x.astype(np.float16)
+    rows.append(("numpy float16 scan", per_query(lambda q: x16 @ q.astype(np.float16), queries, 10), 1.0, "-"))
+    x8 = np.rint(x * 127).astype(np.int8)
+    rows.append(("numpy int8 scan (int32 sums)", per_query(lambda q: x8 @ np.rint(q * 127).astype(np.int8), queries, 10),
+                 recall(lambda q: np.argpartition(-(x8 @ np.rint(q * 127).astype(np.int8)).astype(np.int32), K - 1)[:K]), "-"))
+    from usearch.index import Index, MetricKind, search as brute
+
+    rows.append(("usearch exact brute force, float16",
+                 per_query(lambda q: brute(x16, q.astype(np.float16), K, MetricKind.IP, exact=True, threads=1).keys, queries),
+                 1.0, "-"))
+    try:
+        import faiss
+
+        faiss.omp_set_num_threads(1)
+        for name, qt in (("faiss scalar-quantiser scan, int8", faiss.ScalarQuantizer.QT_8bit),
+                         ("faiss scalar-quantiser scan, float16", faiss.ScalarQuantizer.QT_fp16)):
+            sq = faiss.IndexScalarQuantizer(dim, qt, faiss.METRIC_INNER_PRODUCT)
+            sq.train(x)
+            sq.add(x)
+            rows.append((name, per_query(lambda q: sq.search(q[None], K)[1], queries), recall(lambda q: sq.search(q[None], K)[1][0]), "-"))
+        flat = faiss.IndexFlatIP(dim)
+        flat.add(x)
+        rows.append(("faiss IndexFlatIP (float32 exact)", per_query(lambda q: flat.search(q[None], K)[1], queries), 1.0, "-"))
+        t = time.perf_counter()
+        hn = faiss.IndexHNSWSQ(dim, faiss.ScalarQuantizer.QT_8bit, 16, faiss.METRIC_INNER_PRODUCT)
+        hn.hnsw.efConstruction = 128
+        hn.train(x)
+        hn.add(x)
+        build = f"{time.perf_counter() - t:.1f} s"
+        for ef in (128, 256):
+            hn.hnsw.efSearch = ef
+            rows.append((f"faiss HNSW+SQ8 M=16 ef={ef}", per_query(lambda q: hn.search(q[None], K)[1], queries),
+                         recall(lambda q: hn.search(q[None], K)[1][0]), build))
+    except ImportError:
+        print("(faiss-cpu not installed: its rows are skipped)\n")
+    for dt in ("i8", "f16"):
+        t = time.perf_counter()
+        g = Index(ndim=dim, metric="ip", dtype=dt, connectivity=16, expansion_add=128)
+        g.add(np.arange(n, dtype=np.uint64), x, threads=1)
+        build = f"{time.perf_counter() - t:.1f} s"
+        for ef in (128, 256):
+            g.expansion_search = ef
+            rows.append((f"usearch HNSW {dt} M=16 ef={ef}", per_query(lambda q: g.search(q, K, threads=1).keys, queries),
+                         recall(lambda q: g.search(q, K).keys), build))
+
+    repo = Repo(x)
+    index = VectorIndex("bench", background=False)
+    t = time.perf_counter()
+    index.similarities(repo, "t", "s", queries[0], [], K)
+    first = time.perf_counter() - t
+    ms = per_query(lambda q: index.similarities(repo, "t", "s", q, [1, 2, 3], K), queries)
+    rec = recall(lambda q: np.array(list(index.similarities(repo, "t", "s", q, [], K))) - 1)
+    rows.append(("slowave VectorIndex (HNSW i8 + exact re-score)", ms, rec, f"{first:.1f} s first query"))
+    more = sentences(table, vocab, 100, rng)
+    repo.rows += [Repo.Row(n + 1 + i, v.tobytes()) for i, v in enumerate(more)]
+    t = time.perf_counter()
+    index.similarities(repo, "t", "s", queries[0], [], K)
+    catch_up = (time.perf_counter() - t) * 1e3
+
+    print("| method | ms / query | recall@100 | build |")
+    print("|---|---:|---:|---|")
+    for name, ms, rec, build in rows:
+        print(f"| {name} | {ms:.3f} | {rec:.3f} | {build} |")
+    print(f"\nVectorIndex: first query at {n:,} (read + build graph) {first:.1f} s; "
+          f"a query after 100 new memories {catch_up:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
