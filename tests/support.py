@@ -104,7 +104,14 @@ def new_database_url(tmp_path: Path) -> str:
 
 
 def start_test_server(tmp_path: Path, **overrides: Any) -> Server:
+    """A server on a free port with its own database. Lexical retrieval unless the test asks for a
+    semantic channel (`semantic="static"`, the `make serve` default): the contract tests build
+    claims and cues from words with random hex suffixes so that only the words they share match,
+    and to the static embedding model such strings all look alike (cosines 0.3-0.8), so meaning
+    would admit them. The retrieval tests run the defaults (test_semantic.py,
+    test_retrieval_terms.py)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
+    overrides.setdefault("semantic", "off")
     url = overrides.pop("database_url", None) or new_database_url(tmp_path)
     settings = Settings(listen_addr="127.0.0.1:0", database_url=url, metrics_addr="127.0.0.1:0",
                         consolidation_poll_seconds=0.2, gauge_refresh_seconds=0.2, **overrides)

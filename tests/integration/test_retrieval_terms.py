@@ -8,9 +8,23 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import pytest
 from google.protobuf import timestamp_pb2
 
-from tests.support import activate, assess_all, commit, pb, res
+from tests.support import activate, assess_all, commit, pb, res, start_test_server
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A server with the defaults' semantic channel (`make serve`), for this module."""
+    srv = start_test_server(tmp_path_factory.mktemp("hybrid"), semantic="static")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def stub(server):
+    return server.stub
+
 
 PROJECT = [
     "The payments service pins every dependency to an exact version.",

@@ -22,6 +22,19 @@ STATIC_LABEL = StaticEncoder.encoder_id.split(":")[0]
 
 
 @pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A server with the defaults' semantic channel (`make serve`), for this module."""
+    srv = start_test_server(tmp_path_factory.mktemp("hybrid"), semantic="static")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def stub(server):
+    return server.stub
+
+
+@pytest.fixture(scope="module")
 def lexical_server(tmp_path_factory):
     srv = start_test_server(tmp_path_factory.mktemp("lexical"), semantic="off")
     yield srv
