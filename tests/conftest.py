@@ -54,6 +54,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Server:
     srv.stop()
 
 
+@pytest.fixture(scope="session")
+def hybrid_server(tmp_path_factory: pytest.TempPathFactory) -> Server:
+    """One server with the `make serve` defaults' semantic channel, for the retrieval tests."""
+    srv = start_test_server(tmp_path_factory.mktemp("hybrid"), semantic="static")
+    yield srv
+    srv.stop()
+
+
 @pytest.fixture
 def stub(server: Server):
     return server.stub

@@ -11,19 +11,12 @@ from datetime import datetime, timezone
 import pytest
 from google.protobuf import timestamp_pb2
 
-from tests.support import activate, assess_all, commit, pb, res, start_test_server
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A server with the defaults' semantic channel (`make serve`), for this module."""
-    srv = start_test_server(tmp_path_factory.mktemp("hybrid"), semantic="static")
-    yield srv
-    srv.stop()
-
+from tests.support import activate, assess_all, commit, pb, res
 
 @pytest.fixture
-def stub(server):
-    return server.stub
+def server(hybrid_server):
+    """This module runs against the defaults' semantic channel (`make serve`)."""
+    return hybrid_server
 
 
 PROJECT = [

@@ -21,17 +21,10 @@ DISTRACTORS = [
 STATIC_LABEL = StaticEncoder.encoder_id.split(":")[0]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A server with the defaults' semantic channel (`make serve`), for this module."""
-    srv = start_test_server(tmp_path_factory.mktemp("hybrid"), semantic="static")
-    yield srv
-    srv.stop()
-
-
 @pytest.fixture
-def stub(server):
-    return server.stub
+def server(hybrid_server):
+    """This module runs against the defaults' semantic channel (`make serve`)."""
+    return hybrid_server
 
 
 @pytest.fixture(scope="module")
@@ -151,3 +144,19 @@ def test_a_cue_without_names_keeps_the_semantic_evidence(server):
     _store(server.stub, scope)
     ranking = _ranking(server.stub, scope, PARAPHRASE)
     assert ranking[CLAIM][1] == 0 and ranking[CLAIM][0] >= 0.35  # admitted on meaning alone
+
+
+def test_meaning_counts_in_full_only_where_no_memory_matches_the_cues_words(server):
+    # The same paraphrased memory, asked the same question, in two scopes: in the second, another
+    # memory holds the question's words, so meaning only corroborates there (half strength) and
+    # the paraphrase ranks below the memory holding the words.
+    words = "Our billing system stores its transactions in the data warehouse."
+    alone, beside = new_scope(), new_scope()
+    claim_alone = _store(server.stub, alone)[0]
+    claim_beside, _, _, worded = _store(server.stub, beside, (CLAIM, *DISTRACTORS, words))
+    found_alone = {m.memory_id: m.ranking.relevance for m in activate(server.stub, alone, task=PARAPHRASE).memories}
+    found_beside = activate(server.stub, beside, task=PARAPHRASE).memories
+    relevance_beside = {m.memory_id: m.ranking.relevance for m in found_beside}
+    assert claim_alone in found_alone
+    assert found_beside[0].memory_id == worded
+    assert relevance_beside.get(claim_beside, 0.0) < found_alone[claim_alone]

@@ -84,7 +84,3 @@ def terms(text: str) -> list[str]:
 def term_set(text: str) -> frozenset[str]:
     """Distinct terms of a text (cues are compared by these)."""
     return frozenset(terms(text))
-
-
-def stem(word: str) -> str:
-    return _stemmer().stemWord(word)
