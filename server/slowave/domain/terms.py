@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
-from functools import lru_cache
 
 import Stemmer
 
@@ -78,9 +77,3 @@ def terms(text: str) -> list[str]:
     """The text's terms in order, repeats kept (term frequency counts them)."""
     kept = [w for w in words(text) if w not in STOP_WORDS]
     return _stemmer().stemWords(kept) if kept else []
-
-
-@lru_cache(maxsize=4096)
-def term_set(text: str) -> frozenset[str]:
-    """Distinct terms of a text (cues are compared by these)."""
-    return frozenset(terms(text))
