@@ -80,14 +80,19 @@ class Server:
             return repo.conn.execute(select(func.count()).select_from(q).where(q.c.done_at.is_(None))).scalar_one()
 
     def admin(self, *args: str) -> str:
-        env = {**os.environ, "SLOWAVE_DATABASE_URL": self.database_url}
-        out = subprocess.run([sys.executable, "-m", "slowave.admin", *args], env=env, capture_output=True,
-                             text=True, timeout=120, check=True)
-        return out.stdout
+        return run_admin(self.database_url, *args)
 
     def stop(self) -> None:
         self.channel.close()
         self.running.stop(grace=5)
+
+
+def run_admin(database_url: str, *args: str) -> str:
+    """`slowave-admin ARGS` on the database; its standard output (a non-zero exit fails)."""
+    env = {**os.environ, "SLOWAVE_DATABASE_URL": database_url}
+    out = subprocess.run([sys.executable, "-m", "slowave.admin", *args], env=env, capture_output=True,
+                         text=True, timeout=300, check=True)
+    return out.stdout
 
 
 _database_factory: Callable[[Path], str] = lambda tmp_path: f"sqlite:///{tmp_path / 'slowave.db'}"

@@ -12,6 +12,7 @@ from slowave import admin_tenancy
 from slowave.config import Settings
 from slowave.service.consolidation import consolidate_pending
 from slowave.service.context import ServiceContext
+from slowave.service.learning_replay import replay_learning
 from slowave.storage.database import Database
 
 
@@ -52,6 +53,23 @@ def cmd_embed(ctx: ServiceContext, args: argparse.Namespace) -> None:
                 repo.insert_vector(row.number, row.tenant, row.scope, channel.encoder.encoder_id, vector)
         done += len(rows)
     print(f"embedded: {done}")
+
+
+def cmd_learning_replay(ctx: ServiceContext, args: argparse.Namespace) -> None:
+    """Recomputes every learned sum from the ledger; exits 1 when the stored state differs (and
+    was not repaired)."""
+    report = replay_learning(ctx, repair=args.repair)
+    if args.json:
+        print(json.dumps({"cue_sums": report.cue_sums, "differences": report.differences, "repaired": report.repaired}))
+    else:
+        print(f"cue_sums: {report.cue_sums}")
+        print(f"differences: {len(report.differences)}")
+        for line in report.differences:
+            print(f"  {line}")
+        if report.repaired:
+            print("repaired: the stored state now equals the ledger's replay")
+    if report.differences and not report.repaired:
+        sys.exit(1)
 
 
 def cmd_knowledge_gaps(ctx: ServiceContext, args: argparse.Namespace) -> None:
@@ -113,6 +131,10 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("embed", help="backfill semantic vectors of memories that have none (needs [semantic])")
     p.add_argument("--batch", type=int, default=256)
     p.set_defaults(fn=cmd_embed)
+    p = sub.add_parser("learning-replay", help="recompute learned evidence from the ledger and report differences")
+    p.add_argument("--repair", action="store_true", help="write the replayed state over the stored one")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_learning_replay)
     p = sub.add_parser("knowledge-gaps", help="open knowledge gaps, newest first")
     p.add_argument("--tenant", default="local")
     p.add_argument("--scope")

@@ -17,6 +17,7 @@ acknowledged data, and its reaper closes the sessions the crash left open.
 """
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from tests.support import (
     pb,
     raw_engine,
     res,
+    run_admin,
     seed_memories,
     start_server_process,
     used,
@@ -183,6 +185,12 @@ def _check_acknowledged(store: dict, acks: Acknowledged, scope: str) -> None:
         assert len([e for e in store["episodes"] if e.session_id == sid]) == response.episodes_formed
 
 
+def _check_replay_equals_state(url: str) -> None:
+    """The learned sums the killed server maintained equal a replay of the ledger it left (spec 12)."""
+    report = json.loads(run_admin(url, "learning-replay", "--json"))
+    assert report["differences"] == [] and report["cue_sums"] > 0, report
+
+
 def test_sigkill_under_load_loses_nothing_acknowledged_and_commits_are_atomic(tmp_path):
     url = new_database_url(tmp_path)
     scope = new_scope()
@@ -223,6 +231,7 @@ def test_sigkill_under_load_loses_nothing_acknowledged_and_commits_are_atomic(tm
     assert states.get("open", 0) >= 1 and crashed["sessions"][idle.session_id].state == "open", states
     for seq, row in during.items():
         assert crashed["ledger"].get(seq) == row, f"ledger row {seq} changed or vanished: {row}"
+    _check_replay_equals_state(url)
 
     # Phase 3: restart on the same store with a 2 s idle timeout; the reaper closes what was left open.
     again = start_server_process(tmp_path / "second", url, SLOWAVE_SESSION_IDLE_TIMEOUT="2")
@@ -254,6 +263,7 @@ def test_sigkill_under_load_loses_nothing_acknowledged_and_commits_are_atomic(tm
         for seq, row in crashed["ledger"].items():
             assert final["ledger"].get(seq) == row, f"ledger row {seq} changed after new feedback"
         assert len(final["ledger"]) > len(crashed["ledger"])
+        _check_replay_equals_state(url)
     finally:
         again.stop()
 

@@ -1,6 +1,14 @@
 """Learning from feedback (spec 12): scenarios 51–55 and invariants L1–L7, over gRPC."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
+from sqlalchemy import update
+
+from slowave.storage import tables as t
 from tests.support import activate, assess_all, commit, pb, res, seed_memories, used
 
 A_TEXT = "Releases are cut from the main branch every Tuesday."
@@ -134,3 +142,149 @@ def test_s55_procedure_feedback_orders_procedures_not_memories(stub, scope):
     assert procs[assessed].ranking.learned == round(0.03 - 0.06, 6)
     assert [p.procedure_id for p in s.procedures].index(other) < [p.procedure_id for p in s.procedures].index(assessed)
     assert next(m for m in s.memories if m.memory_id == memory).ranking.learned == 0.0
+
+
+# ------------------------------------------------------------------ contextual learning (12.1 revised)
+
+# Scenario 71's cues: they share only the rare word (Jaccard of terms 1/9, below tau), and both
+# end with A's content, so both admit it by the floor.
+Q1 = "deploy the payments service to staging Zorblat."
+Q2 = "rotate the billing database password Zorblat."
+Q1_SIMILAR = "deploy the payments service to staging cluster Zorblat."  # Q1's 5 terms plus one
+OTHER = "Zorblat capacity planning for the search cluster Zorblat."
+IRRELEVANT = pb.MEMORY_ASSESSMENT_IRRELEVANT
+
+
+def _assess(stub, scope, task, memory_id, entry):
+    s = activate(stub, scope, task=task, page_size=10)
+    assert memory_id in [m.memory_id for m in s.memories], (task, [m.content for m in s.memories])
+    stub.Feedback(pb.FeedbackRequest(retrieval_id=s.retrieval_id, memory_feedback=[entry],
+                                     coverage=pb.COVERAGE_COMPLETE), timeout=30)
+    commit(stub, s.session_id)
+
+
+def _learned_for(stub, scope, query, memory_id):
+    s = activate(stub, scope, task="look something up")
+    r = _recall(stub, s.session_id, scope, query)
+    return _ranking(r, memory_id).learned, r
+
+
+def _irrelevant(memory_id):
+    return pb.MemoryFeedbackEntry(memory_id=memory_id, assessment=IRRELEVANT, reason="not what this task needs")
+
+
+def test_s71_irrelevant_for_one_cue_moves_a_dissimilar_cue_only_by_the_global_term(stub, scope):
+    a, = seed_memories(stub, scope, ["Zorblat."])
+    for _ in range(3):
+        _assess(stub, scope, Q1, a, _irrelevant(a))
+    assert _learned_for(stub, scope, Q1, a)[0] == -0.15
+    assert _learned_for(stub, scope, Q2, a)[0] == -0.016667  # B × (0 − 1) / (0 + 1 + 5)
+    # A later `used` under Q2 lowers A's learned for no cue.
+    before = {q: _learned_for(stub, scope, q, a)[0] for q in (Q1, Q2, Q1_SIMILAR)}
+    _assess(stub, scope, Q2, a, used(a))
+    after = {q: _learned_for(stub, scope, q, a)[0] for q in (Q1, Q2, Q1_SIMILAR)}
+    assert all(after[q] >= before[q] for q in before), (before, after)
+    assert after[Q2] == round(0.05 - 0.1 / 6, 6) and after[Q1] == round(-0.15 + 0.1 / 6, 6)
+
+
+def test_s72_used_carries_to_a_similar_cue_by_its_similarity(stub, scope):
+    a, b = seed_memories(stub, scope, ["Zorblat.", "Zorblat"])  # equally relevant to every cue here
+    for _ in range(2):
+        _assess(stub, scope, Q1, a, used(a))
+    k = (5 / 6 - 0.2) / (1 - 0.2)  # Jaccard 5/6: Q1_SIMILAR has Q1's five terms and one more
+    learned, r = _learned_for(stub, scope, Q1_SIMILAR, a)
+    assert learned == round(k * 0.10 + 0.10 * 1 / 6, 6)
+    assert _ranking(r, b).learned == 0.0 and _ranking(r, a).relevance == _ranking(r, b).relevance
+    ids = [m.memory_id for m in r.memories]
+    assert ids.index(a) < ids.index(b)
+    assert _learned_for(stub, scope, Q2, a)[0] == round(0.10 / 6, 6)  # a dissimilar cue: the global term only
+
+
+def test_l2b_monotone_for_every_cue_over_a_mixed_sequence(stub, scope):
+    """Each accepted row is checked against learned for four cues: a `used` row never lowers it,
+    an `irrelevant` or `harmed` row never raises it."""
+    a, = seed_memories(stub, scope, ["Zorblat."])
+    cues = [Q1, Q2, Q1_SIMILAR, "Zorblat capacity planning for the search cluster"]
+    harmed = pb.MemoryFeedbackEntry(memory_id=a, assessment=pb.MEMORY_ASSESSMENT_USED, effect=res.EFFECT_HARMED)
+    steps = [(Q1, used(a), 1), (Q2, _irrelevant(a), -1), (Q1_SIMILAR, used(a), 1), (Q1, harmed, -1),
+             (cues[3], used(a), 1), (Q2, used(a), 1), (Q1_SIMILAR, _irrelevant(a), -1)]
+    learned = {q: _learned_for(stub, scope, q, a)[0] for q in cues}
+    assert set(learned.values()) == {0.0}
+    for task, entry, direction in steps:
+        _assess(stub, scope, task, a, entry)
+        now = {q: _learned_for(stub, scope, q, a)[0] for q in cues}
+        for q in cues:
+            assert (now[q] - learned[q]) * direction >= 0, (task, q, learned[q], now[q])
+            assert abs(now[q]) <= 0.25
+        learned = now
+
+
+def test_l5_l6_neutral_rows_and_level_fields_change_nothing(stub, scope):
+    a, = seed_memories(stub, scope, ["Zorblat."])
+    for assessment in (pb.MEMORY_ASSESSMENT_NOT_USED, pb.MEMORY_ASSESSMENT_UNASSESSABLE, pb.MEMORY_ASSESSMENT_ALREADY_KNOWN):
+        _assess(stub, scope, Q1, a, pb.MemoryFeedbackEntry(memory_id=a, assessment=assessment, reason="n/a"))
+    _assess(stub, scope, Q1, a, pb.MemoryFeedbackEntry(memory_id=a, assessment=pb.MEMORY_ASSESSMENT_USED,
+                                                       effect=res.EFFECT_NO_EFFECT))
+    # partial coverage (silence), a retrieval quality and missing items carry no evidence
+    s = activate(stub, scope, task=Q1)
+    stub.Feedback(pb.FeedbackRequest(retrieval_id=s.retrieval_id, coverage=pb.COVERAGE_COMPLETE,
+                                     retrieval_quality="poor", missing=["the rotation schedule"]))
+    commit(stub, s.session_id)
+    assert {_learned_for(stub, scope, q, a)[0] for q in (Q1, Q2)} == {0.0}
+
+
+def test_l7_feedback_on_an_ended_session_acts_and_the_same_cue_gives_the_same_catalog(stub, scope):
+    a, _ = seed_memories(stub, scope, ["Zorblat.", "Zorblat"])
+    s = activate(stub, scope, task=Q1, page_size=10)
+    assert a in [m.memory_id for m in s.memories]
+    # complete coverage writes implicit not_used rows, which never block a later explicit row (L4)
+    stub.Feedback(pb.FeedbackRequest(retrieval_id=s.retrieval_id, coverage=pb.COVERAGE_COMPLETE))
+    commit(stub, s.session_id)
+    late = stub.Feedback(pb.FeedbackRequest(retrieval_id=s.retrieval_id, memory_feedback=[used(a)])).record
+    assert list(late.applied.strengthened) == [a]
+    first, second = _learned_for(stub, scope, Q1, a), _learned_for(stub, scope, Q1, a)
+    assert first[0] == second[0] == 0.05
+    same = lambda r: [(m.memory_id, m.ranking.relevance, m.ranking.learned, m.ranking.score) for m in r.memories]
+    assert same(first[1]) == same(second[1])
+
+
+def test_replay_equals_state_after_a_long_mixed_workload(make_server):
+    """Every kind of row, on several cues and memories, including retirement and supersession;
+    then the admin command recomputes every sum from the ledger and finds no difference."""
+    server = make_server()
+    stub, scope = server.stub, "project:replay"
+    memories = seed_memories(stub, scope, ["Zorblat.", "Zorblat", "zorblat!", "Zorblat?"])
+    cues = [Q1, Q2, Q1_SIMILAR, OTHER, "Zorblat? zorblat! on-call rota"]
+    kinds = [lambda m: used(m), _irrelevant,
+             lambda m: pb.MemoryFeedbackEntry(memory_id=m, assessment=pb.MEMORY_ASSESSMENT_USED, effect=res.EFFECT_HARMED),
+             lambda m: pb.MemoryFeedbackEntry(memory_id=m, assessment=pb.MEMORY_ASSESSMENT_NOT_USED, reason="n/a")]
+    for i in range(40):
+        s = activate(stub, scope, task=cues[i % len(cues)], page_size=10)
+        shown = [m.memory_id for m in s.memories]
+        entries = [kinds[(i + j) % len(kinds)](m) for j, m in enumerate(shown[: 1 + i % 3])]
+        if i == 25 and shown:
+            entries.append(pb.MemoryFeedbackEntry(memory_id=shown[-1], assessment=pb.MEMORY_ASSESSMENT_STALE,
+                                                  stale_reason=pb.STALE_REASON_OUTDATED, reason="changed"))
+        stub.Feedback(pb.FeedbackRequest(retrieval_id=s.retrieval_id, memory_feedback=entries,
+                                         coverage=pb.COVERAGE_COMPLETE), timeout=30)
+        # repeats and later rows under the same retrieval count for nothing
+        stub.Feedback(pb.FeedbackRequest(retrieval_id=s.retrieval_id, memory_feedback=entries[:1]), timeout=30)
+        commit(stub, s.session_id)
+    report = json.loads(server.admin("learning-replay", "--json"))
+    assert report["differences"] == [] and report["cue_sums"] >= 5, report
+    assert memories  # the workload assessed them
+
+    # The check can fail: a tampered sum is reported, and --repair restores the replayed state.
+    with server.running.ctx.db.transaction() as repo:
+        repo.conn.execute(update(t.memory_cue_evidence).values(units=t.memory_cue_evidence.c.units + 1))
+    broken = json.loads(run_admin_allowing_failure(server.database_url, "learning-replay", "--json"))
+    assert len(broken["differences"]) >= report["cue_sums"], broken
+    repaired = json.loads(server.admin("learning-replay", "--repair", "--json"))
+    assert repaired["repaired"] and json.loads(server.admin("learning-replay", "--json"))["differences"] == []
+
+
+def run_admin_allowing_failure(database_url: str, *args: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "slowave.admin", *args], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "SLOWAVE_DATABASE_URL": database_url})
+    assert out.returncode == 1, out  # differences found and not repaired
+    return out.stdout

@@ -412,7 +412,7 @@ def test_s57_json_seed_feedback_example_verbatim(bridge, stub, scope):
     assert record["missing"] == [] and "retrieval_quality" not in record
     assert RFC3339_Z.match(record["recorded_at"])
 
-    b = activate(bridge, scope, f"Check the notes: {CLAIM_42}. {CLAIM_17}.")
+    b = activate(bridge, scope, f"Check the notes: {CLAIM_42}. {CLAIM_17}. {CLAIM_EXTRA}.")  # the same cue
     learned = {m["memory_id"]: m["ranking"]["learned"] for m in b["memories"]}
     assert learned[sch_42] == 0.05 and learned[sch_17] == -0.05
     complete(bridge, b["retrieval_id"])

@@ -1,15 +1,19 @@
 """Learned adjustments (spec 12.1, 12.2, 12.4): constants, units, clamping, rounding."""
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from slowave.domain import learning as L
+from slowave.domain.terms import terms
 from slowave.domain.procedure_capture import capture, describes_a_method, served_caveats
 
 
 def test_default_constants():
     assert L.MEMORY_STEP == 0.05
     assert L.MEMORY_BOUND == 0.25
+    assert (L.CUE_SIMILARITY_THRESHOLD, L.GLOBAL_SHARE, L.GLOBAL_PRIOR_CUES, L.COMPARED_CUES) == (0.2, 0.10, 5, 64)
     assert (L.PROCEDURE_HELPED_STEP, L.PROCEDURE_HELPED_CAP) == (0.03, 0.09)
     assert (L.PROCEDURE_HARMED_STEP, L.PROCEDURE_HARMED_CAP) == (0.06, 0.18)
     assert L.PROCEDURE_OUTCOME_TERMS == {("success", "verified"): 0.015, ("success", "partially_verified"): 0.0075}
@@ -18,8 +22,9 @@ def test_default_constants():
 
 
 def test_policy_version_names_the_learning_constants():
-    """A change of step or bound must change the label: the label carries them."""
-    assert "0.05" in L.RETRIEVAL_POLICY_VERSION and "0.25" in L.RETRIEVAL_POLICY_VERSION
+    """A change of a learning constant must change the label: the label carries them."""
+    for value in ("step=0.05", "bound=0.25", "tau=0.2", "B=0.1", "k=5", "cues=64"):
+        assert value in L.RETRIEVAL_POLICY_VERSION
 
 
 def test_cautionary_caveat_text_is_exact():
@@ -53,6 +58,12 @@ def test_memory_unit(assessment, effect, unit):
     assert L.memory_unit(assessment, effect) == unit
 
 
+def own(units: int) -> float:
+    """learned(m, q) of a memory assessed under q only, with `units` there."""
+    positive, negative = int(units > 0), int(units < 0)
+    return L.learned_for_cue(L.MemoryEvidence(units, (), positive, negative), frozenset({"q"}))
+
+
 @pytest.mark.parametrize(
     ("units", "learned"),
     [
@@ -73,34 +84,125 @@ def test_memory_unit(assessment, effect, unit):
         (-100, -0.25),
     ],
 )
-def test_memory_learned_clamped_and_rounded(units, learned):
-    assert L.memory_learned(units) == learned
-    assert repr(L.memory_learned(units)) == repr(learned)
+def test_learned_under_its_own_cue_clamped_and_rounded(units, learned):
+    assert own(units) == learned
+    assert repr(own(units)) == repr(learned)
 
 
 def test_l1_used_under_k_retrievals():
     for k in range(0, 10):
         units = sum(L.memory_unit("used", None) for _ in range(k))
-        assert L.memory_learned(units) == round(min(0.05 * k, 0.25), 6)
+        assert own(units) == round(min(0.05 * k, 0.25), 6)
 
 
 def test_l2_irrelevant_and_harmed_sink():
-    assert L.memory_learned(L.memory_unit("irrelevant", None) * 2) == -0.1
-    assert L.memory_learned(L.memory_unit("used", "harmed") * 2) == -0.2
-    assert L.memory_learned(L.memory_unit("used", "harmed") * 3) == -0.25
+    assert own(L.memory_unit("irrelevant", None) * 2) == -0.1
+    assert own(L.memory_unit("used", "harmed") * 2) == -0.2
+    assert own(L.memory_unit("used", "harmed") * 3) == -0.25
     # one harmed outweighs one used
-    assert L.memory_learned(L.memory_unit("used", "harmed") + L.memory_unit("used", "helped")) < 0
+    assert own(L.memory_unit("used", "harmed") + L.memory_unit("used", "helped")) < 0
 
 
 def test_l5_neutral_stays_neutral():
     units = sum(L.memory_unit(a, e) for a, e in
                 [("not_used", None), ("unassessable", None), ("already_known", None), ("used", "no_effect")])
-    assert L.memory_learned(units) == 0.0
+    assert own(units) == 0.0
 
 
 def test_clamp_applies_to_the_sum_not_each_step():
     # six used (+6) and two irrelevant (−2) under eight retrievals: clamp(0.05 × 4) = 0.2
-    assert L.memory_learned(6 - 2) == 0.2
+    assert own(6 - 2) == 0.2
+
+
+# --------------------------------------------------------------------------- contextual learning (12.1 revised)
+
+Q1 = frozenset(terms("deploy the payments service to staging Zorblat"))
+Q2 = frozenset(terms("rotate the billing database password Zorblat"))
+
+
+def test_cue_similarity_is_rescaled_jaccard():
+    assert L.cue_similarity(Q1, Q1) == 1.0
+    assert len(Q1 & Q2) == 1 and len(Q1 | Q2) == 9  # scenario 71: Jaccard 1/9 <= tau
+    assert L.cue_similarity(Q1, Q2) == 0.0
+    a, b = frozenset("abcd"), frozenset("abce")  # Jaccard 3/5
+    assert L.cue_similarity(a, b) == pytest.approx((0.6 - 0.2) / 0.8)
+    assert L.cue_similarity(frozenset(), frozenset()) == 0.0
+
+
+def test_scenario_71_irrelevant_under_one_cue_moves_a_dissimilar_cue_only_by_the_global_term():
+    under_q1 = L.MemoryEvidence(-3, (), 0, 1)
+    assert L.learned_for_cue(under_q1, Q1) == -0.15
+    seen_from_q2 = L.MemoryEvidence(0, (L.CueUnits(-3, Q1),), 0, 1)
+    assert L.learned_for_cue(seen_from_q2, Q2) == -0.016667  # B × (0 − 1) / (0 + 1 + 5)
+
+
+def test_scenario_72_used_carries_to_a_similar_cue_by_its_similarity():
+    q1_prime = Q1 | {"today"}
+    k = L.cue_similarity(q1_prime, Q1)
+    assert 0 < k < 1
+    evidence = L.MemoryEvidence(0, (L.CueUnits(2, Q1),), 1, 0)
+    assert L.learned_for_cue(evidence, q1_prime) == round(k * 0.10 + 0.10 * 1 / 6, 6)
+
+
+def test_support_and_objection_are_the_strongest_not_the_sum():
+    many = tuple(L.CueUnits(1, frozenset({"x", "y"})) for _ in range(10))
+    assert L.learned_for_cue(L.MemoryEvidence(0, many, 10, 0), frozenset({"x", "y"})) == round(0.05 + 0.1 * 10 / 15, 6)
+
+
+def test_bounds_hold_for_any_evidence():
+    rng = random.Random(7)
+    vocabulary = [f"w{i}" for i in range(8)]
+    for _ in range(2000):
+        q = frozenset(rng.sample(vocabulary, rng.randint(1, 4)))
+        others = tuple(L.CueUnits(rng.randint(-8, 8), frozenset(rng.sample(vocabulary, rng.randint(1, 4))))
+                       for _ in range(rng.randint(0, 6)))
+        own_units = rng.randint(-8, 8)
+        sums = [own_units, *(o.units for o in others)]
+        value = L.learned_for_cue(L.MemoryEvidence(own_units, others, *L.sign_counts(sums)), q)
+        assert -L.MEMORY_BOUND <= value <= L.MEMORY_BOUND
+        if own_units == 0 and all(L.cue_similarity(q, o.terms) == 0 for o in others):
+            assert abs(value) < L.GLOBAL_SHARE  # K = 0 to every assessed cue: only the global term
+
+
+def test_l2b_a_used_row_never_lowers_and_an_irrelevant_row_never_raises_for_any_cue():
+    """Adds one unit of either sign under a random cue and checks learned(m, q) for every cue q."""
+    rng = random.Random(11)
+    vocabulary = [f"w{i}" for i in range(6)]
+    cues = [frozenset(rng.sample(vocabulary, rng.randint(1, 3))) for _ in range(8)]
+    cues = list(dict.fromkeys(cues))
+
+    def learned(sums: dict[int, int], q: int) -> float:
+        others = tuple(L.CueUnits(u, cues[c]) for c, u in sums.items() if c != q)
+        return L.learned_for_cue(L.MemoryEvidence(sums.get(q, 0), others, *L.sign_counts(sums.values())), cues[q])
+
+    for _ in range(3000):
+        sums = {c: rng.randint(-7, 7) for c in rng.sample(range(len(cues)), rng.randint(0, len(cues)))}
+        target, unit = rng.randrange(len(cues)), rng.choice([1, -1, -2])
+        after = dict(sums)
+        after[target] = after.get(target, 0) + unit
+        for q in range(len(cues)):
+            if unit > 0:
+                assert learned(after, q) >= learned(sums, q)
+            else:
+                assert learned(after, q) <= learned(sums, q)
+
+
+def test_replay_counts_effective_units_per_cue_until_retirement():
+    rows = [
+        L.EffectiveAssessment(1, memory=10, cue=1, assessment="used", effect=None),
+        L.EffectiveAssessment(2, memory=10, cue=1, assessment="used", effect="harmed"),
+        L.EffectiveAssessment(3, memory=10, cue=2, assessment="irrelevant", effect=None),
+        L.EffectiveAssessment(4, memory=10, cue=2, assessment="not_used", effect=None),  # neutral: no trace
+        L.EffectiveAssessment(6, memory=10, cue=3, assessment="used", effect=None),  # after retirement
+        L.EffectiveAssessment(5, memory=11, cue=1, assessment="used", effect=None),
+    ]
+    assert L.replay_cue_sums(rows, {10: 5}) == {(10, 1): (-1, 2), (10, 2): (-1, 3), (11, 1): (1, 5)}
+    assert L.sign_counts([-1, -1, 0, 2]) == (1, 2)
+
+
+def test_cue_key_is_the_normalised_cue():
+    assert L.cue_key_hash("Deploy  the\nService ") == L.cue_key_hash("deploy the service")
+    assert L.cue_key_hash("deploy the service") != L.cue_key_hash("deploy the services")
 
 
 def test_precise_rounds_to_six_decimals():

@@ -1,15 +1,28 @@
 """How feedback changes future retrieval (spec 12): a deterministic function of the ledger.
 
 Only a (retrieval, target) pair's effective assessment — its first accepted explicit row — counts.
-Memories keep a running sum of units; procedures keep effective evidence counters. Both are
-updated under a lock on the row, so the stored state always equals a replay of the ledger.
+A memory's evidence is kept per cue (the normalised task or query of the retrieval it was given
+under): a running sum of units per (memory, cue) and the number of cues whose sum is positive or
+negative. Feedback carries to a new cue in proportion to how alike the two cues' terms are, so a
+memory marked irrelevant for one question does not sink for another it answers (spec 12.1,
+revised). Procedures keep effective evidence counters. All of it is updated under a lock on the
+target's row, in the transaction of the ledger rows that change it, so the stored state always
+equals a replay of the ledger (`slowave-admin learning-replay`).
 """
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+from slowave.domain.text import normalize_claim
 
 MEMORY_STEP = 0.05
 MEMORY_BOUND = 0.25
+CUE_SIMILARITY_THRESHOLD = 0.2  # tau: cues sharing fewer terms than this carry nothing to each other
+GLOBAL_SHARE = 0.10  # B: the part of the evidence that follows the memory to any cue
+GLOBAL_PRIOR_CUES = 5  # k: distinct cues it takes for the global term to approach B
+COMPARED_CUES = 64  # the most recently assessed distinct cues of a memory that a new cue is compared with
 PROCEDURE_HELPED_STEP, PROCEDURE_HELPED_CAP = 0.03, 0.09
 PROCEDURE_HARMED_STEP, PROCEDURE_HARMED_CAP = 0.06, 0.18
 PROCEDURE_OUTCOME_TERMS = {
@@ -20,8 +33,13 @@ PROCEDURE_FAILURE_TERM = -0.03
 
 # A change of any constant above, or of how relevance is computed, must change this label (spec
 # 12.1). v3: semantic evidence follows what the cue names (relevance.CueNames). v4: BM25 over
-# stemmed terms without stop words (domain.terms), session context, names, dates.
-RETRIEVAL_POLICY_VERSION = "v4(bm25,snowball-en+stop-v1,context2)+learned(step=0.05,bound=0.25)"
+# stemmed terms without stop words (domain.terms), session context, names, dates. learned(cue…):
+# evidence per cue, carried by cue similarity (spec 12.1 revised 2026-12).
+RETRIEVAL_POLICY_VERSION = (
+    "v4(bm25,snowball-en+stop-v1,context2)"
+    f"+learned(cue,step={MEMORY_STEP},bound={MEMORY_BOUND},tau={CUE_SIMILARITY_THRESHOLD},"
+    f"B={GLOBAL_SHARE},k={GLOBAL_PRIOR_CUES},cues={COMPARED_CUES})"
+)
 
 CAUTIONARY_CAVEAT = (
     "Cautionary evidence: this procedure was recorded from a session whose outcome was failure; "
@@ -43,8 +61,104 @@ def memory_unit(assessment: str, effect: str | None) -> int:
     return 0  # not_used, unassessable, already_known (stale retires instead)
 
 
-def memory_learned(units: int) -> float:
-    return precise(max(-MEMORY_BOUND, min(MEMORY_BOUND, MEMORY_STEP * units)))
+def _clamp(value: float, low: float, high: float) -> float:
+    return max(low, min(high, value))
+
+
+def cue_evidence(units: int) -> float:
+    """`a_c(m)`: the memory's evidence under one cue, from the sum of its units there."""
+    return _clamp(MEMORY_STEP * units, -MEMORY_BOUND, MEMORY_BOUND)
+
+
+def cue_similarity(a: frozenset[str], b: frozenset[str]) -> float:
+    """`K(q, c)`: the Jaccard similarity of two cues' terms, rescaled from the threshold up to 1."""
+    union = len(a | b)
+    jaccard = len(a & b) / union if union else 0.0
+    return _clamp((jaccard - CUE_SIMILARITY_THRESHOLD) / (1 - CUE_SIMILARITY_THRESHOLD), 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class CueUnits:
+    """A memory's summed units under one cue other than the retrieval's, with that cue's terms."""
+
+    units: int
+    terms: frozenset[str]
+
+
+@dataclass(frozen=True)
+class MemoryEvidence:
+    """What a memory's learned adjustment for one cue q is computed from.
+
+    `own_units`: the sum under q itself. `others`: the sums under the most recently assessed
+    other cues (at most COMPARED_CUES). `positive_cues` / `negative_cues`: how many distinct
+    cues, q included, have a positive / negative sum — all of them, not only the compared ones.
+    """
+
+    own_units: int = 0
+    others: tuple[CueUnits, ...] = ()
+    positive_cues: int = 0
+    negative_cues: int = 0
+
+
+NO_EVIDENCE = MemoryEvidence()
+
+
+def learned_for_cue(evidence: MemoryEvidence, cue_terms: frozenset[str]) -> float:
+    """`learned(m, q)` of spec 12.1: the cue's own evidence, the strongest support and objection
+    carried from similar cues, and a small global term over distinct cues."""
+    own = cue_evidence(evidence.own_units)
+    support = objection = 0.0
+    for other in evidence.others:
+        if not other.units:
+            continue
+        carried = cue_similarity(cue_terms, other.terms) * cue_evidence(other.units)
+        support, objection = max(support, carried), min(objection, carried)
+    positive = evidence.positive_cues - (own > 0)
+    negative = evidence.negative_cues - (own < 0)
+    total = positive + negative
+    global_term = GLOBAL_SHARE * (positive - negative) / (total + GLOBAL_PRIOR_CUES) if total else 0.0
+    return precise(_clamp(own + support + objection + global_term, -MEMORY_BOUND, MEMORY_BOUND))
+
+
+UNKNOWN_CUE_HASH = ""  # evidence from before cues were recorded (migration 0008): no terms
+
+
+def cue_key_hash(cue_text: str) -> str:
+    """The identity of a cue: its key (case folded, white space collapsed) hashed. Retrievals with
+    equal keys are one cue."""
+    return hashlib.sha256(normalize_claim(cue_text).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class EffectiveAssessment:
+    """An effective memory assessment in the ledger, with the cue of its retrieval."""
+
+    seq: int
+    memory: int
+    cue: int
+    assessment: str
+    effect: str | None
+
+
+def replay_cue_sums(rows: Iterable[EffectiveAssessment], retired_seq: dict[int, int]) -> dict[tuple[int, int], tuple[int, int]]:
+    """(memory, cue) -> (sum of units, seq of the latest counted row), recomputed from the ledger:
+    what the running sums must equal. Rows at or after a memory's retirement count for nothing;
+    neutral assessments carry no unit and leave no trace."""
+    sums: dict[tuple[int, int], tuple[int, int]] = {}
+    for row in sorted(rows, key=lambda r: r.seq):
+        retired = retired_seq.get(row.memory)
+        unit = memory_unit(row.assessment, row.effect)
+        if not unit or (retired is not None and row.seq >= retired):
+            continue
+        units, _ = sums.get((row.memory, row.cue), (0, 0))
+        sums[(row.memory, row.cue)] = (units + unit, row.seq)
+    return sums
+
+
+def sign_counts(sums: Iterable[int]) -> tuple[int, int]:
+    """How many of a memory's per-cue sums are positive and how many negative."""
+    values = list(sums)
+    return sum(1 for v in values if v > 0), sum(1 for v in values if v < 0)
 
 
 @dataclass

@@ -9,6 +9,7 @@ from slowave.service.commands import ActivateCommand
 from slowave.service.context import ServiceContext
 from slowave.service.retrieval import (
     build_catalog,
+    cue_number,
     cue_warnings,
     fragmentation_warning,
     new_retrieval,
@@ -44,10 +45,11 @@ def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> r.Activa
             started_at=now, last_activity_at=now, recall_calls=0, session_events=1,  # the activation event
             completion_recorded=False,
         )
-        catalog = build_catalog(repo, tenant, cmd.scope, cue, cmd.task_context, limits, ctx.semantic, query_vector)
+        cue_id = cue_number(repo, tenant, cue)
+        catalog = build_catalog(repo, tenant, cmd.scope, cue, cue_id, cmd.task_context, limits, ctx.semantic, query_vector)
         retrieval_id = new_activation_id()
         retrieval = new_retrieval(repo, retrieval_id, tenant, session_id, "activation", cmd.scope, now,
-                                  cmd.page_size, policy_version(ctx.semantic), catalog)
+                                  cmd.page_size, policy_version(ctx.semantic), catalog, cue_id)
         page = serve_page(repo, tenant, retrieval, 0, 0, limits, fresh=True).page
         warnings = (fragmentation_warning(repo, tenant, cmd.scope) if cold else []) + cue_warnings(repo, tenant, cmd.scope, cue)
         warnings += page.warnings

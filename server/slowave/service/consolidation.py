@@ -62,7 +62,10 @@ def _let_go_of_old_summary(repo: Repository, tenant: str, session_id: str, link,
         and repo.memory_link_count(old.number) == 1 and not repo.memory_has_remembered_source(old.number)
     )
     if sole_source:
-        repo.retire_memory(old.number, stale_reason="superseded", superseded_by=new_number, now=now)
+        # Feedback locks the memory's row before appending its rows, so every later row for it
+        # gets a higher seq than any visible now.
+        repo.retire_memory(old.number, stale_reason="superseded", superseded_by=new_number, now=now,
+                           retired_seq=repo.max_ledger_seq() + 1)
         repo.append_feedback_row(
             event_id=new_feedback_event_id(), tenant=tenant, retrieval_id="", session_id=session_id,
             target_kind="memory", target_id=memory_id(old.number), accepted=True, service_authored=True,

@@ -22,11 +22,12 @@ from slowave.domain.feedback_authorization import (
 )
 from slowave.domain.feedback_entries import FeedbackItem, MemoryEntry, ProcedureEntry
 from slowave.domain.identifiers import memory_number, new_feedback_event_id
-from slowave.domain.learning import applied_bucket, memory_learned, memory_unit
+from slowave.domain.learning import applied_bucket, memory_unit
 from slowave.service import results as r
 from slowave.service.commands import FeedbackCommand
 from slowave.service.context import ServiceContext
 from slowave.service.knowledge_gaps import record_missing
+from slowave.service.learned import learned_adjustment
 from slowave.storage.repository import Repository
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,8 @@ def _batch_item(ctx: ServiceContext, tenant: str, item: FeedbackItem | r.ItemErr
 class _Call:
     """What one call (or batch item) has done so far, to build its FeedbackRecord."""
 
+    cue: int | None  # the retrieval's cue: `applied` judges learned(m, q) for it (spec 12.1)
+    cue_terms: frozenset[str]
     accepted_explicit: list[str] = field(default_factory=list)
     rejected: list[r.RejectedTarget] = field(default_factory=list)
     accepted_now: set[tuple[str, str]] = field(default_factory=set)
@@ -82,7 +85,7 @@ def record_item(repo: Repository, tenant: str, retrieval: Row, item: FeedbackIte
     exposed = set(exposure)
     effective = {(e.target_kind, e.target_id): e.effective_seq for e in exposures}
     covered_before = {(e.target_kind, e.target_id) for e in exposures if e.covered}
-    call = _Call()
+    call = _Call(retrieval.cue_number, repo.cue_terms(retrieval.cue_number))
     row = _RowWriter(repo, tenant, retrieval, now)
 
     for entry in item.memory_feedback:
@@ -141,7 +144,7 @@ def _accept_memory_entry(repo: Repository, tenant: str, row: "_RowWriter", call:
     number = memory_number(entry.memory_id)
     memory = repo.get_memory(tenant, number, lock=True) if number is not None else None
     if entry.memory_id not in call.learned_before and memory is not None:
-        call.learned_before[entry.memory_id] = memory_learned(memory.learned_units)
+        call.learned_before[entry.memory_id] = learned_adjustment(repo, memory, call.cue, call.cue_terms)
     first = effective.get(target) is None
     seq_id = row.accepted("memory", entry.memory_id, _memory_fields(entry), effective=first)
     call.accepted_explicit.append(seq_id)
@@ -153,13 +156,14 @@ def _accept_memory_entry(repo: Repository, tenant: str, row: "_RowWriter", call:
     if memory is None:
         return
     active = memory.status == "active"
-    if first and active:  # a retired memory's learned adjustment is frozen (spec 12.3)
+    if first and active and call.cue is not None:  # a retired memory's learned adjustment is frozen (spec 12.3)
         unit = memory_unit(entry.assessment, entry.effect)
         if unit:
-            repo.add_learned_units(memory.number, unit)
+            repo.add_cue_units(memory.number, call.cue, unit, row.last_seq)
     if entry.assessment == "stale" and active:  # the first terminal assessment wins
         replacement = memory_number(entry.replacement_memory_id) if entry.replacement_memory_id else None
-        repo.retire_memory(memory.number, stale_reason=entry.stale_reason or "", superseded_by=replacement, now=now)
+        repo.retire_memory(memory.number, stale_reason=entry.stale_reason or "", superseded_by=replacement, now=now,
+                           retired_seq=row.last_seq)
         call.retired.append(entry.memory_id)
         if entry.stale_reason == "superseded" and entry.replacement_memory_id:
             call.replacements.append(f"{entry.memory_id}->{entry.replacement_memory_id}")
@@ -189,7 +193,7 @@ def _applied(repo: Repository, tenant: str, call: _Call) -> r.Applied:
         if mid in call.retired:
             continue
         number = memory_number(mid)
-        after = memory_learned(repo.get_memory(tenant, number).learned_units) if number else before
+        after = learned_adjustment(repo, repo.get_memory(tenant, number), call.cue, call.cue_terms) if number else before
         getattr(applied, applied_bucket(before, after)).append(mid)
     return applied
 

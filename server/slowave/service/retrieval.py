@@ -13,7 +13,7 @@ from sqlalchemy import Row
 from slowave.config import RetrievalLimits
 from slowave.domain import catalog as cat
 from slowave.domain.identifiers import episode_id, event_id, memory_id, new_cursor_id
-from slowave.domain.learning import RETRIEVAL_POLICY_VERSION, memory_learned, precise, procedure_learned
+from slowave.domain.learning import RETRIEVAL_POLICY_VERSION, cue_key_hash, precise, procedure_learned
 from slowave.domain.learning import ProcedureEvidence as EvidenceCounters
 from slowave.domain.procedure_capture import served_caveats
 from slowave.domain.relevance import Cue, SemanticCalibration, admits, lexical_query, statistics_terms, text_relevance
@@ -21,6 +21,7 @@ from slowave.domain.retrieval import Candidate, CandidateScoring, Catalog, Catal
 from slowave.domain.scope import fragmentation_key
 from slowave.domain.structs import contexts_match
 from slowave.service import results as r
+from slowave.service.learned import learned_adjustments
 from slowave.storage.repository import Repository
 
 if TYPE_CHECKING:
@@ -73,16 +74,22 @@ def _follow_supersession(repo: Repository, tenant: str, row: Row) -> Row | None:
     return None
 
 
+def cue_number(repo: Repository, tenant: str, cue: Cue) -> int:
+    """The stored identity of the cue that learned evidence is kept under (spec 12.1)."""
+    return repo.cue_number(tenant, cue_key_hash(cue.text), cue.token_set)
+
+
 def build_catalog(
-    repo: Repository, tenant: str, scope: str, cue: Cue, task_context: dict, limits: RetrievalLimits,
+    repo: Repository, tenant: str, scope: str, cue: Cue, cue_id: int, task_context: dict, limits: RetrievalLimits,
     semantic: SemanticChannel | None = None, query_vector: Any = None,
 ) -> Catalog:
     """Ranks the admitted candidates and freezes them (at most 50 memories, 9 procedures)."""
     candidates, rows = _admitted_memories(repo, tenant, scope, cue, limits, semantic, query_vector)
+    learned_of = learned_adjustments(repo, (rows[c.number] for c in candidates), cue_id, cue.token_set)
     ranked = []
     for c in candidates:
         row = rows[c.number]
-        learned = memory_learned(row.learned_units)
+        learned = learned_of.get(c.number, 0.0)
         shown, _ = cat.render_content(row.content)
         ranked.append(CatalogMemory(
             n=c.number, type=row.type, relevance=c.relevance, learned=learned, score=precise(c.relevance + learned),
@@ -124,10 +131,10 @@ def policy_version(semantic: SemanticChannel | None) -> str:
 
 
 def new_retrieval(repo: Repository, retrieval_id: str, tenant: str, session_id: str, kind: str, scope: str,
-                  now: Any, page_size: int, policy: str, catalog: Catalog) -> SimpleNamespace:
+                  now: Any, page_size: int, policy: str, catalog: Catalog, cue_id: int) -> SimpleNamespace:
     """Stores a retrieval event with its frozen catalog; returns it as serve_page reads it."""
     values = dict(id=retrieval_id, tenant=tenant, session_id=session_id, kind=kind, scope=scope, created_at=now,
-                  page_size=page_size, policy_version=policy, relevant_total=catalog.relevant_total,
+                  page_size=page_size, policy_version=policy, cue_number=cue_id, relevant_total=catalog.relevant_total,
                   catalog_truncated=catalog.truncated, catalog=catalog.to_json())
     repo.insert_retrieval(**values)
     return SimpleNamespace(**values)

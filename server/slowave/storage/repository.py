@@ -21,6 +21,7 @@ from slowave.domain.terms import terms
 from slowave.storage.search_terms import index_text, index_token, scope_key
 from slowave.domain.text import normalize_claim
 from slowave.storage import driver_path
+from slowave.storage.cue_evidence import CueEvidenceStore, dialect_insert
 from slowave.storage import tables as t
 
 
@@ -42,20 +43,10 @@ def claim_hash(content: str) -> str:
 
 
 # What retrieval reads of a memory (not the index columns, which would only cost time per row).
-_MEMORY_VIEW = ("number", "type", "content", "status", "stale_reason", "superseded_by", "learned_units",
+_MEMORY_VIEW = ("number", "type", "content", "status", "stale_reason", "superseded_by", "positive_cues", "negative_cues",
                 "source_kind", "source_session_id", "context_terms", "occurred_on")
 MemoryView = namedtuple("MemoryView", _MEMORY_VIEW)
 """A memory as retrieval reads it (plain values, no type conversion needed)."""
-
-
-def _upsert(dialect: str):  # noqa: ANN202
-    if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-        return pg_insert
-    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-    return sqlite_insert
 
 
 # Statements on every Activate/Recall, built once: building a statement per call costs more than
@@ -96,7 +87,7 @@ _SQLITE_OPEN_GAPS = (
     "ORDER BY last_seen_at DESC, id DESC")
 
 
-class Repository:
+class Repository(CueEvidenceStore):
     def __init__(self, connection: Connection, dialect: str) -> None:
         self.conn = connection
         self.dialect = dialect
@@ -262,7 +253,7 @@ class Repository:
         for row in rows:
             norm = normalize_claim(row["content"])
             row.update(content_norm=norm, content_hash=claim_hash(row["content"]), content_key=content_key(norm),
-                       status="active", learned_units=0, occurred_on=occurred_on(row.get("occurred_at")))
+                       status="active", positive_cues=0, negative_cues=0, occurred_on=occurred_on(row.get("occurred_at")))
             row.setdefault("occurred_at", None)
             row.setdefault("context_terms", None)
         numbers = self._allocate_numbers("memories", len(rows))
@@ -308,7 +299,7 @@ class Repository:
                 [(*k, v) for k, v in sorted(counts.items())])
         elif counts:
             st = t.scope_terms
-            upsert = _upsert(self.dialect)(st).values(
+            upsert = dialect_insert(self.dialect)(st).values(
                 tenant=bindparam("tenant"), scope=bindparam("scope"), term=bindparam("term"), docs=bindparam("docs"))
             upsert = upsert.on_conflict_do_update(index_elements=[st.c.tenant, st.c.scope, st.c.term],
                                                   set_={"docs": st.c.docs + upsert.excluded.docs})
@@ -347,16 +338,15 @@ class Repository:
             return {}
         return {r.number: r for r in self.conn.execute(select(m).where(m.c.number.in_(nums)))}
 
-    def retire_memory(self, number: int, *, stale_reason: str, superseded_by: int | None, now: datetime) -> None:
+    def retire_memory(self, number: int, *, stale_reason: str, superseded_by: int | None, now: datetime,
+                      retired_seq: int) -> None:
+        """Ledger rows from `retired_seq` on count for nothing for this memory (spec 12.1)."""
         m = t.memories
         self.conn.execute(
             update(m).where(m.c.number == number, m.c.status == "active")
-            .values(status="retired", stale_reason=stale_reason, superseded_by=superseded_by, retired_at=now)
+            .values(status="retired", stale_reason=stale_reason, superseded_by=superseded_by, retired_at=now,
+                    retired_seq=retired_seq)
         )
-
-    def add_learned_units(self, number: int, delta: int) -> None:
-        m = t.memories
-        self.conn.execute(update(m).where(m.c.number == number).values(learned_units=m.c.learned_units + delta))
 
     def term_statistics(self, tenant: str, scope: str, terms: Sequence[str]) -> dict[str, int]:
         """Memories of the scope containing each term (term specificity, query planning)."""

@@ -1,7 +1,8 @@
 """The schema, as SQLAlchemy Core tables. Alembic migrations (storage/migrations) create it.
 
-Memories and the feedback ledger are the truth; learned units and procedure evidence counters are
-projections of the ledger kept under row locks; the full-text index is a projection of memories.
+Memories and the feedback ledger are the truth; per-cue learned evidence and procedure evidence
+counters are projections of the ledger kept under row locks; the full-text index is a projection of
+memories.
 """
 from __future__ import annotations
 
@@ -101,7 +102,11 @@ memories = Table(
     Column("stale_reason", String(32)),
     Column("superseded_by", Integer),
     Column("retired_at", UtcDateTime),
-    Column("learned_units", Integer, nullable=False, default=0),
+    # Ledger rows from this seq on count for nothing (spec 12.1: recorded after retirement).
+    Column("retired_seq", Integer),
+    # Distinct cues under which the memory's evidence sum is positive / negative (migration 0008).
+    Column("positive_cues", Integer, nullable=False, default=0, server_default=text("0")),
+    Column("negative_cues", Integer, nullable=False, default=0, server_default=text("0")),
     Column("source_kind", String(32), nullable=False),  # explicit_remember | consolidated
     Column("source_session_id", String(64)),
     Column("created_at", UtcDateTime, nullable=False),
@@ -218,10 +223,35 @@ retrievals = Table(
     Column("created_at", UtcDateTime, nullable=False),
     Column("page_size", Integer, nullable=False),
     Column("policy_version", String(128), nullable=False),
+    Column("cue_number", Integer),  # the cue the catalog was ranked for (cues.number)
     Column("relevant_total", Integer, nullable=False),
     Column("catalog_truncated", Boolean, nullable=False),
     Column("catalog", JSON, nullable=False),
     Index("ix_retrievals_session", "session_id", "number"),
+)
+
+# A retrieval's cue (its normalised task or query plus semantic context), stored once per tenant:
+# learned evidence is kept per cue and carried to other cues by the similarity of their terms.
+cues = Table(
+    "cues",
+    metadata,
+    Column("number", Integer, primary_key=True, autoincrement=True),
+    Column("tenant", String(64), nullable=False),
+    Column("key_hash", String(64), nullable=False),  # sha256 of the cue key; "" for an unknown cue
+    Column("terms", Text, nullable=False),  # the cue's distinct terms, sorted, space-separated
+    UniqueConstraint("tenant", "key_hash", name="uq_cues_key"),
+)
+
+# Per (memory, cue): the sum of the units of the memory's effective assessments under retrievals of
+# that cue (spec 12.1), and the ledger seq of the latest one (recency bounds the compared cues).
+memory_cue_evidence = Table(
+    "memory_cue_evidence",
+    metadata,
+    Column("memory_number", Integer, primary_key=True),
+    Column("cue_number", Integer, primary_key=True),
+    Column("units", Integer, nullable=False),
+    Column("last_seq", Integer, nullable=False),
+    Index("ix_memory_cue_evidence_recent", "memory_number", "last_seq"),
 )
 
 cursors = Table(

@@ -1,0 +1,41 @@
+"""Replay equals state: recompute every memory's per-cue evidence from the ledger and compare it
+with the running sums Feedback maintains (spec 12: learning is a deterministic function of the
+accepted ledger rows)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from slowave.domain.learning import replay_cue_sums, sign_counts
+from slowave.service.context import ServiceContext
+
+
+@dataclass
+class ReplayReport:
+    cue_sums: int = 0  # (memory, cue) sums recomputed
+    differences: list[str] = field(default_factory=list)
+    repaired: bool = False
+
+
+def replay_learning(ctx: ServiceContext, *, repair: bool = False) -> ReplayReport:
+    """One transaction: the comparison sees one consistent ledger and state (and a repair writes
+    exactly what it compared against)."""
+    with ctx.db.transaction() as repo:
+        replayed = replay_cue_sums(repo.effective_memory_assessments(), repo.retired_seqs())
+        by_memory: dict[int, list[int]] = {}
+        for (memory, _), (units, _) in replayed.items():
+            by_memory.setdefault(memory, []).append(units)
+        counts = {m: c for m, c in ((m, sign_counts(u)) for m, u in by_memory.items()) if c != (0, 0)}
+        stored, stored_counts = repo.stored_cue_sums(), repo.stored_cue_counts()
+        report = ReplayReport(cue_sums=len(replayed))
+        for key in sorted(set(replayed) | set(stored)):
+            if replayed.get(key) != stored.get(key):
+                report.differences.append(
+                    f"memory {key[0]} cue {key[1]}: stored (units, last_seq) {stored.get(key)}, ledger {replayed.get(key)}")
+        for memory in sorted(set(counts) | set(stored_counts)):
+            if counts.get(memory, (0, 0)) != stored_counts.get(memory, (0, 0)):
+                report.differences.append(f"memory {memory}: stored (positive_cues, negative_cues) "
+                                          f"{stored_counts.get(memory, (0, 0))}, ledger {counts.get(memory, (0, 0))}")
+        if repair and report.differences:
+            repo.replace_cue_sums(replayed, counts)
+            report.repaired = True
+    return report
