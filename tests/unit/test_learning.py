@@ -334,3 +334,17 @@ def test_procedure_goal_defaults_to_final_goal():
     p = capture("Deploy any service", "Deploy auth", None, {"env": "staging"}, ["1", "2"], ["c"])
     assert (p.goal, p.summary, p.context, p.steps, p.caveats) == ("Deploy any service", "", {"env": "staging"},
                                                                    ["1", "2"], ["c"])
+
+
+def test_every_policy_label_fits_the_column_that_stores_it():
+    from types import SimpleNamespace
+
+    from slowave.embedding import MiniLMEncoder, SemanticChannel, StaticEncoder
+    from slowave.service.retrieval import policy_version
+    from slowave.storage.tables import retrievals
+
+    width = retrievals.c.policy_version.type.length
+    channels = [SimpleNamespace(label=SemanticChannel.label.fget(SimpleNamespace(encoder=e)))
+                for e in (StaticEncoder, MiniLMEncoder)]
+    labels = [policy_version(None)] + [policy_version(c) for c in channels]
+    assert all(len(label) <= width for label in labels), [(len(x), x) for x in labels]

@@ -222,7 +222,7 @@ retrievals = Table(
     Column("scope", String(256), nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("page_size", Integer, nullable=False),
-    Column("policy_version", String(128), nullable=False),
+    Column("policy_version", String(256), nullable=False),  # 128 before 0008
     Column("cue_number", Integer),  # the cue the catalog was ranked for (cues.number)
     Column("relevant_total", Integer, nullable=False),
     Column("catalog_truncated", Boolean, nullable=False),

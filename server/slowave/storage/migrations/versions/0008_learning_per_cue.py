@@ -58,6 +58,12 @@ def upgrade() -> None:
     )
     op.create_index("ix_memory_cue_evidence_recent", "memory_cue_evidence", ["memory_number", "last_seq"])
     op.add_column("retrievals", sa.Column("cue_number", sa.Integer()))
+    # The policy label names the learning constants now. SQLite does not enforce VARCHAR lengths
+    # (and rebuilding the referenced retrievals table would fight its foreign keys), so only
+    # PostgreSQL's column is widened.
+    if bind.dialect.name == "postgresql":
+        op.alter_column("retrievals", "policy_version", type_=sa.String(256), existing_type=sa.String(128),
+                        existing_nullable=False)
     op.add_column("memories", sa.Column("retired_seq", sa.Integer()))
     op.add_column("memories", sa.Column("positive_cues", sa.Integer(), nullable=False, server_default=sa.text("0")))
     op.add_column("memories", sa.Column("negative_cues", sa.Integer(), nullable=False, server_default=sa.text("0")))
