@@ -407,9 +407,14 @@ class Repository:
         if not nums:
             return []
         columns = ", ".join(f"m.{c}" for c in _MEMORY_VIEW)
-        among = "= ANY(:numbers)" if self.dialect == "postgresql" else "IN (SELECT value FROM json_each(:numbers))"
-        stmt = (f"SELECT {columns} FROM memories m WHERE m.number {among} AND m.tenant = :tenant AND m.scope = :scope "
-                f"AND (m.status = 'active' OR m.stale_reason = 'superseded')")
+        where = "m.tenant = :tenant AND m.scope = :scope AND (m.status = 'active' OR m.stale_reason = 'superseded')"
+        if self.dialect == "postgresql":
+            stmt = f"SELECT {columns} FROM memories m WHERE m.number = ANY(:numbers) AND {where}"
+        else:
+            # CROSS JOIN makes the numbers the outer loop, each a primary-key lookup: with `IN`, SQLite
+            # walked the scope's (tenant, scope, status) index instead (24 ms at 100k memories, 0.2 ms so).
+            stmt = (f"SELECT {columns} FROM json_each(:numbers) AS wanted CROSS JOIN memories m "
+                    f"ON m.number = wanted.value WHERE {where}")
         return self._memory_views(stmt, {"numbers": nums if self.dialect == "postgresql" else json.dumps(nums),
                                          "tenant": tenant, "scope": scope})
 
