@@ -81,6 +81,7 @@ _INSERTS = {name: insert(table) for name, table in t.metadata.tables.items()}
 _SQLITE_HAS_ACTIVE = "SELECT 1 FROM memories WHERE tenant = ? AND scope = ? AND status = 'active' LIMIT 1"
 _SQLITE_TERM_DOCS = (
     "SELECT term, docs FROM scope_terms WHERE tenant = ? AND scope = ? AND term IN (SELECT value FROM json_each(?))")
+_SQLITE_LATEST_VECTOR = "SELECT max(number) FROM memory_vectors WHERE tenant = ? AND scope = ? AND encoder_id = ?"
 _SQLITE_FIRST_EVENTS = (
     "SELECT memory_number, min(number) FROM source_events WHERE memory_number IN (SELECT value FROM json_each(?)) "
     "GROUP BY memory_number")
@@ -461,6 +462,9 @@ class Repository:
         return list(self.conn.execute(stmt))
 
     def latest_vector_number(self, tenant: str, scope: str, encoder_id: str) -> int:
+        """Read before every dense search (the replica's cache is validated against it)."""
+        if self.dialect == "sqlite":
+            return driver_path.raw(self.conn, _SQLITE_LATEST_VECTOR, (tenant, scope, encoder_id)).fetchone()[0] or 0
         v = t.memory_vectors
         stmt = select(func.max(v.c.number)).where(v.c.tenant == tenant, v.c.scope == scope, v.c.encoder_id == encoder_id)
         return self.conn.execute(stmt).scalar_one() or 0
