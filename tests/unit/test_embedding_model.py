@@ -158,3 +158,41 @@ def test_dense_index_of_an_empty_scope_and_tiny_limits():
     repo.add(_unit(rng, 3), start=1)
     got = index.similarities(repo, "t", "s", _unit(rng, 1)[0], also=[], limit=100)
     assert set(got) == {1, 2, 3}
+
+
+def test_dense_index_serves_rows_the_graph_lacks_by_exact_scan():
+    """New vectors are found at once, before the background catch-up adds them to the graph, and
+    the graph ends up holding every row."""
+    import time
+
+    rng = np.random.default_rng(3)
+    repo, index = FakeRepo(), VectorIndex("enc", ann_min_rows=500, background=False)
+    repo.add(_unit(rng, 1000), start=1)
+    index.similarities(repo, "t", "s", _unit(rng, 1)[0], also=[], limit=10)  # builds the graph
+    index.background = True
+    fresh = _unit(rng, 40)
+    repo.add(fresh, start=1001)
+    for i, v in enumerate(fresh):
+        got = index.similarities(repo, "t", "s", v, also=[], limit=10)
+        assert max(got, key=got.get) == 1001 + i
+    entry = index._scopes[("t", "s")]
+    deadline = time.monotonic() + 30
+    while entry.building and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert entry.ann_rows == entry.size == 1040
+
+
+def test_a_paraphrase_sharing_no_word_is_a_dense_candidate_through_the_graph(encoder):
+    """At and above the graph threshold the dense channel still finds, on its own, a memory that
+    shares no word with the cue, among thousands of templated claims."""
+    services = [f"{a}-{b}" for a in ("billing", "search", "ledger", "auth", "media") for b in ("api", "worker", "cron")]
+    texts = [f"The {services[i % len(services)]} service listens on port {1024 + i} in the {env} cluster."
+             for i, env in zip(range(3000), ["staging", "prod", "eu", "us"] * 750)]
+    texts.append("Never commit credentials into git: secrets live only inside vault storage.")
+    repo, index = FakeRepo(), VectorIndex("enc", ann_min_rows=1000, background=False)
+    repo.add(encoder.encode(texts), start=1)
+    cue = "Is it okay to put a password in the repository?"
+    assert not set(cue.casefold().rstrip("?").split()) & set(texts[-1].casefold().replace(":", "").rstrip(".").split())
+    got = index.similarities(repo, "t", "s", encoder.encode([cue])[0], also=[], limit=Settings().limits.semantic_candidates)
+    assert index._scopes[("t", "s")].ann is not None
+    assert len(texts) in got

@@ -161,7 +161,7 @@ def main() -> None:
     log.info(
         "slowave serving %s on port %d (database %s, metrics port %s, idle timeout %ss, retrieval policy %s)",
         SERVICE_NAME, running.port, settings.database_url.split("@")[-1], running.metrics_port or "off",
-        settings.session_idle_timeout, policy_version(running.ctx.semantic),
+        settings.session_idle_timeout, policy_version(running.ctx.semantic, settings.limits),
     )
     done = threading.Event()
 

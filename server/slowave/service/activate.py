@@ -49,7 +49,7 @@ def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> r.Activa
         catalog = build_catalog(repo, tenant, cmd.scope, cue, cue_id, cmd.task_context, limits, ctx.semantic, query_vector)
         retrieval_id = new_activation_id()
         retrieval = new_retrieval(repo, retrieval_id, tenant, session_id, "activation", cmd.scope, now,
-                                  cmd.page_size, policy_version(ctx.semantic), catalog, cue_id)
+                                  cmd.page_size, policy_version(ctx.semantic, limits), catalog, cue_id)
         page = serve_page(repo, tenant, retrieval, 0, 0, limits, fresh=True).page
         warnings = (fragmentation_warning(repo, tenant, cmd.scope) if cold else []) + cue_warnings(repo, tenant, cmd.scope, cue)
         warnings += page.warnings

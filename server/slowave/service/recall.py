@@ -50,7 +50,7 @@ def recall(ctx: ServiceContext, tenant: str, cmd: RecallCommand) -> r.RecallResp
             cue_id = cue_number(repo, tenant, cue)
             catalog = build_catalog(repo, tenant, session.scope, cue, cue_id, context, limits, ctx.semantic, query_vector)
             retrieval = new_retrieval(repo, new_recall_id(), tenant, session.id, "recall", session.scope, now,
-                                      cmd.page_size, policy_version(ctx.semantic), catalog, cue_id)
+                                      cmd.page_size, policy_version(ctx.semantic, limits), catalog, cue_id)
             repo.add_session_events(session.id, 1)  # the recall event
             served = serve_page(repo, tenant, retrieval, 0, 0, limits, fresh=True)
             evidence, truncated = evidence_records(repo, served.memory_numbers, cmd.evidence_mode == "full")

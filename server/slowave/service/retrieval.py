@@ -125,8 +125,10 @@ def _counters(row: Row) -> EvidenceCounters:
     )
 
 
-def policy_version(semantic: SemanticChannel | None) -> str:
-    channels = f"hybrid(fts5,{semantic.label})" if semantic is not None else "lexical(fts5)"
+def policy_version(semantic: SemanticChannel | None, limits: RetrievalLimits) -> str:
+    # How many dense candidates a retrieval takes changes what it finds, so it names the policy.
+    channels = (f"hybrid(fts5,{semantic.label}).dense{limits.semantic_candidates}" if semantic is not None
+                else "lexical(fts5)")
     return f"{channels}.{RETRIEVAL_POLICY_VERSION}"
 
 

@@ -72,6 +72,7 @@ _INSERTS = {name: insert(table) for name, table in t.metadata.tables.items()}
 _SQLITE_HAS_ACTIVE = "SELECT 1 FROM memories WHERE tenant = ? AND scope = ? AND status = 'active' LIMIT 1"
 _SQLITE_TERM_DOCS = (
     "SELECT term, docs FROM scope_terms WHERE tenant = ? AND scope = ? AND term IN (SELECT value FROM json_each(?))")
+_SQLITE_LATEST_VECTOR = "SELECT max(number) FROM memory_vectors WHERE tenant = ? AND scope = ? AND encoder_id = ?"
 _SQLITE_FIRST_EVENTS = (
     "SELECT memory_number, min(number) FROM source_events WHERE memory_number IN (SELECT value FROM json_each(?)) "
     "GROUP BY memory_number")
@@ -397,9 +398,14 @@ class Repository(CueEvidenceStore):
         if not nums:
             return []
         columns = ", ".join(f"m.{c}" for c in _MEMORY_VIEW)
-        among = "= ANY(:numbers)" if self.dialect == "postgresql" else "IN (SELECT value FROM json_each(:numbers))"
-        stmt = (f"SELECT {columns} FROM memories m WHERE m.number {among} AND m.tenant = :tenant AND m.scope = :scope "
-                f"AND (m.status = 'active' OR m.stale_reason = 'superseded')")
+        where = "m.tenant = :tenant AND m.scope = :scope AND (m.status = 'active' OR m.stale_reason = 'superseded')"
+        if self.dialect == "postgresql":
+            stmt = f"SELECT {columns} FROM memories m WHERE m.number = ANY(:numbers) AND {where}"
+        else:
+            # CROSS JOIN makes the numbers the outer loop, each a primary-key lookup: with `IN`, SQLite
+            # walked the scope's (tenant, scope, status) index instead (24 ms at 100k memories, 0.2 ms so).
+            stmt = (f"SELECT {columns} FROM json_each(:numbers) AS wanted CROSS JOIN memories m "
+                    f"ON m.number = wanted.value WHERE {where}")
         return self._memory_views(stmt, {"numbers": nums if self.dialect == "postgresql" else json.dumps(nums),
                                          "tenant": tenant, "scope": scope})
 
@@ -446,6 +452,9 @@ class Repository(CueEvidenceStore):
         return list(self.conn.execute(stmt))
 
     def latest_vector_number(self, tenant: str, scope: str, encoder_id: str) -> int:
+        """Read before every dense search (the replica's cache is validated against it)."""
+        if self.dialect == "sqlite":
+            return driver_path.raw(self.conn, _SQLITE_LATEST_VECTOR, (tenant, scope, encoder_id)).fetchone()[0] or 0
         v = t.memory_vectors
         stmt = select(func.max(v.c.number)).where(v.c.tenant == tenant, v.c.scope == scope, v.c.encoder_id == encoder_id)
         return self.conn.execute(stmt).scalar_one() or 0
