@@ -10,6 +10,7 @@ import sys
 
 from slowave import admin_tenancy
 from slowave.config import Settings
+from slowave.domain.session_state import SessionState
 from slowave.service.consolidation import consolidate_pending
 from slowave.service.context import ServiceContext
 from slowave.service.learning_replay import replay_learning
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(fn=cmd_knowledge_gaps)
     p = sub.add_parser("sessions", help="list sessions with their state")
     p.add_argument("--tenant")
-    p.add_argument("--state", choices=["open", "closed", "reaped"])
+    p.add_argument("--state", choices=[s.value for s in SessionState])
     p.add_argument("--limit", type=int, default=50)
     p.set_defaults(fn=cmd_sessions)
     p = sub.add_parser("session", help="one session: state, times, outcome, trajectory")

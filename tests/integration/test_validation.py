@@ -445,7 +445,8 @@ def test_s64_recall_task_context_size_boundary(server, stub, scope):
 # ------------------------------------------------------------------------------ U+0000 (service reading)
 
 
-@pytest.mark.parametrize("where", ["task", "scope", "content", "memory_id"])
+@pytest.mark.parametrize("where", ["task", "scope", "content", "memory_id", "task_context value",
+                                   "task_context list item", "procedure.context key", "procedure.context value"])
 def test_nul_character_is_invalid_argument_on_the_field_and_stores_nothing(server, where):
     """PostgreSQL text cannot hold U+0000, so both backends refuse it at validation (the contract is
     silent): a precise violation instead of an internal error on one backend only."""
@@ -461,10 +462,20 @@ def test_nul_character_is_invalid_argument_on_the_field_and_stores_nothing(serve
     elif where == "content":
         call = lambda: remember(stub, a.session_id, scope, "port\x008080")  # noqa: E731
         path = "content"
-    else:
+    elif where == "memory_id":
         call = lambda: stub.Feedback(pb.FeedbackRequest(  # noqa: E731
             retrieval_id=a.retrieval_id, memory_feedback=[pb.MemoryFeedbackEntry(memory_id="sch_\x001")]))
         path = "memory_feedback[0].memory_id"
+    elif where.startswith("task_context"):
+        value = "prod\x00" if where.endswith("value") else ["prod", "eu\x00west"]
+        call = lambda: stub.Activate(pb.ActivateRequest(  # noqa: E731
+            task="deploy", initial_goal="go", scope=scope, task_context=struct({"env": value})))
+        path = "task_context.env" if where.endswith("value") else "task_context.env[1]"
+    else:
+        context = {"re\x00gion": "eu"} if where.endswith("key") else {"region": "eu\x00"}
+        call = lambda: stub.Commit(commit_request(a.session_id, procedure=pb.CommitProcedure(  # noqa: E731
+            summary="Deploy with the pipeline.", steps=["run it"], context=struct(context))))
+        path = "procedure.context.re\\u0000gion" if where.endswith("key") else "procedure.context.region"
     err = expect_error(call)
     check_invalid(err, [path])
     assert "U+0000" in err.violations[0][1]

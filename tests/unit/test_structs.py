@@ -341,3 +341,17 @@ def test_merge_task_context_top_level_keys_overwrite():
 def test_contexts_match(a, b, expected):
     assert contexts_match(a, b) is expected
     assert contexts_match(b, a) is expected  # symmetric
+
+
+def test_nul_is_a_violation_at_its_path_in_both_contexts():
+    from slowave.domain.structs import normalize_procedure_context, normalize_task_context
+
+    violations: list = []
+    assert normalize_task_context(violations, "task_context", {"env": "prod\x00", "zones": ["a", "b\x00"]}) == {}
+    assert [v.path for v in violations] == ["task_context.env", "task_context.zones[1]"]
+    violations = []
+    assert normalize_procedure_context(violations, "procedure.context", {"re\x00gion": "eu", "x": {"y": "\x00"}}) == {}
+    assert [v.path for v in violations] == ["procedure.context.re\\u0000gion", "procedure.context.x.y"]
+    violations = []
+    assert normalize_procedure_context(violations, "procedure.context", {"region": "eu"}) == {"region": "eu"}
+    assert violations == []

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from slowave.domain.errors import Violation
+from slowave.domain.text import NUL, NUL_VIOLATION
 
 MAX_DEPTH = 8
 MAX_CANONICAL_BYTES = 16384
@@ -79,11 +80,33 @@ def _check_size(violations: list[Violation], path: str, value: dict) -> None:
         violations.append(Violation(path, f"canonical JSON is {size} bytes; at most {MAX_CANONICAL_BYTES} allowed"))
 
 
+def _nul_violations(violations: list[Violation], path: str, value: Any) -> bool:
+    """U+0000 in any key or string is refused, as in every other text field (PostgreSQL text
+    cannot store it); True when one was found."""
+    found = False
+    if isinstance(value, dict):
+        for key, item in value.items():
+            sub = path + "." + key.replace(NUL, "\\u0000")  # the path names the key readably
+            if NUL in key:
+                violations.append(Violation(sub, NUL_VIOLATION))
+                found = True
+            found = _nul_violations(violations, sub, item) or found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _nul_violations(violations, f"{path}[{i}]", item) or found
+    elif isinstance(value, str) and NUL in value:
+        violations.append(Violation(path, NUL_VIOLATION))
+        found = True
+    return found
+
+
 def normalize_task_context(violations: list[Violation], path: str, value: dict) -> dict:
     """Strict rules for `task_context`: every deviation is a violation at its path."""
     start = len(violations)
     if depth(value) > MAX_DEPTH:
         violations.append(Violation(path, f"must be nested at most {MAX_DEPTH} levels deep"))
+        return {}
+    if _nul_violations(violations, path, value):
         return {}
     normalized = _normalize_task_object(violations, path, value)
     if len(violations) == start:
@@ -133,9 +156,11 @@ def _normalize_task_object(violations: list[Violation], path: str, obj: dict) ->
 
 
 def normalize_procedure_context(violations: list[Violation], path: str, value: dict) -> dict:
-    """Lenient rules for `procedure.context`: only depth and size are violations (spec 3.5)."""
+    """Lenient rules for `procedure.context`: only depth, size and U+0000 are violations (spec 3.5)."""
     if depth(value) > MAX_DEPTH:
         violations.append(Violation(path, f"must be nested at most {MAX_DEPTH} levels deep"))
+        return {}
+    if _nul_violations(violations, path, value):
         return {}
     normalized = _normalize_procedure_value(value)
     _check_size(violations, path, normalized)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from slowave.domain.errors import InvalidInput, ScopeMismatch, Violation
 from slowave.domain.identifiers import new_activation_id, new_continuity_id, new_session_id
 from slowave.domain.relevance import Cue
+from slowave.domain.session_state import SessionState
 from slowave.service import results as r
 from slowave.service.commands import ActivateCommand
 from slowave.service.context import ServiceContext
@@ -41,7 +42,7 @@ def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> r.Activa
         session_id = new_session_id()
         repo.insert_session(
             id=session_id, tenant=tenant, scope=cmd.scope, task=cmd.task, initial_goal=cmd.initial_goal,
-            task_context=cmd.task_context, continuity_id=continuity_id, state="open", feedback_status="pending",
+            task_context=cmd.task_context, continuity_id=continuity_id, state=SessionState.OPEN, feedback_status="pending",
             started_at=now, last_activity_at=now, recall_calls=0, session_events=1,  # the activation event
             completion_recorded=False,
         )

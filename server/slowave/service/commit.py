@@ -10,6 +10,7 @@ from slowave.domain.errors import IncompleteFeedback, SessionNotFound
 from slowave.domain.identifiers import procedure_id as make_procedure_id
 from slowave.domain.procedure_capture import applicability_text
 from slowave.domain.session_note import session_note
+from slowave.domain.session_state import SessionState
 from slowave.domain.text import normalize_claim
 from slowave.domain.trajectory_filter import filter_lifecycle
 from slowave.service import results as r
@@ -27,7 +28,7 @@ def commit(ctx: ServiceContext, tenant: str, cmd: CommitCommand) -> r.CommitResp
         session = repo.get_session(tenant, cmd.session_id, lock=True)
         if session is None:
             raise SessionNotFound(f"session {cmd.session_id} not found")
-        if session.state == "open":
+        if session.state == SessionState.OPEN:
             repo.touch_session(session.id, now)
         try:
             enforce_commit_gate(session_exposure(repo, session.id))
@@ -36,7 +37,7 @@ def commit(ctx: ServiceContext, tenant: str, cmd: CommitCommand) -> r.CommitResp
         if refusal is None:
             kept, filtered = filter_lifecycle([s.summary for s in cmd.trajectory])
             steps = [cmd.trajectory[i] for i in kept]
-            if session.state == "open":
+            if session.state == SessionState.OPEN:
                 response = _close(repo, tenant, session, cmd, steps, now)
             else:
                 response = _update(repo, tenant, session, cmd, steps, now)
@@ -70,7 +71,7 @@ def _close(repo: Repository, tenant: str, session: Row, cmd: CommitCommand, step
            now: datetime) -> r.CommitResponse:
     _store_trajectory(repo, tenant, session.id, steps, now)
     values = _completion(cmd)
-    values.update(state="closed", ended_at=now, completion_recorded=True,
+    values.update(state=SessionState.CLOSED, ended_at=now, completion_recorded=True,
                   trajectory_stored=len(steps) if steps else None)
     if cmd.procedure is not None:
         values["procedure_id"] = _store_procedure(repo, tenant, session, cmd, now)
@@ -85,7 +86,7 @@ def _update(repo: Repository, tenant: str, session: Row, cmd: CommitCommand, ste
             now: datetime) -> r.CommitResponse:
     values = _completion(cmd)
     formed, ignored = 0, None
-    if session.state == "reaped" and session.trajectory_stored is None and steps:
+    if session.state == SessionState.REAPED and session.trajectory_stored is None and steps:
         events = _store_trajectory(repo, tenant, session.id, steps, now)
         formed = form_episodes(repo, tenant, session.id, events, now)
         values["trajectory_stored"] = len(steps)

@@ -23,6 +23,7 @@ from slowave.domain.feedback_authorization import (
 from slowave.domain.feedback_entries import FeedbackItem, MemoryEntry, ProcedureEntry
 from slowave.domain.identifiers import memory_number, new_feedback_event_id
 from slowave.domain.learning import applied_bucket, memory_unit
+from slowave.domain.session_state import SessionState
 from slowave.service import results as r
 from slowave.service.commands import FeedbackCommand
 from slowave.service.context import ServiceContext
@@ -78,7 +79,7 @@ class _Call:
 
 def record_item(repo: Repository, tenant: str, retrieval: Row, item: FeedbackItem, now: datetime) -> r.FeedbackRecord:
     session = repo.get_session(tenant, retrieval.session_id)
-    if session is not None and session.state == "open":
+    if session is not None and session.state == SessionState.OPEN:
         repo.touch_session(session.id, now)
     exposures = repo.exposures([retrieval.id])
     exposure = [(e.target_kind, e.target_id) for e in exposures]

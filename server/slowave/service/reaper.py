@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from slowave.domain.session_state import SessionState
 from slowave.service.context import ServiceContext
 from slowave.service.episodes import form_episodes
 
@@ -38,7 +39,7 @@ def reap_idle_sessions(ctx: ServiceContext) -> Sweep:
             for session in idle:
                 # No feedback enforcement, no goal, summary, verification, procedure or trajectory;
                 # episodes are still formed from the remembered claims.
-                repo.update_session(session.id, state="reaped", ended_at=now, outcome="unknown",
+                repo.update_session(session.id, state=SessionState.REAPED, ended_at=now, outcome="unknown",
                                     feedback_status="incomplete")
                 events = [e.number for e in repo.session_source_events(session.id, kind="claim")]
                 form_episodes(repo, session.tenant, session.id, events, now)

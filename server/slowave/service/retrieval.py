@@ -19,6 +19,7 @@ from slowave.domain.procedure_capture import served_caveats
 from slowave.domain.relevance import Cue, SemanticCalibration, admits, lexical_query, statistics_terms, text_relevance
 from slowave.domain.retrieval import Candidate, CandidateScoring, Catalog, CatalogMemory, CatalogProcedure, stand_ins
 from slowave.domain.scope import fragmentation_key
+from slowave.domain.session_state import SessionState
 from slowave.domain.structs import contexts_match
 from slowave.service import results as r
 from slowave.service.learned import learned_adjustments
@@ -252,7 +253,7 @@ def render_procedures(repo: Repository, tenant: str, items: list[CatalogProcedur
         contributions = [
             r.ProcedureContribution(
                 effect=c.effect or "unknown", contribution=c.contribution or "", recorded_at=c.recorded_at,
-                outcome=c.outcome if c.state != "open" and c.outcome else None,
+                outcome=c.outcome if c.state != SessionState.OPEN and c.outcome else None,
             )
             for c in repo.procedure_contributions(row.id)
         ]

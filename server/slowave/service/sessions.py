@@ -6,6 +6,7 @@ from datetime import datetime
 from sqlalchemy import Row
 
 from slowave.domain.errors import DomainError, ScopeMismatch, SessionEnded, SessionNotFound
+from slowave.domain.session_state import SessionState
 from slowave.storage.repository import Repository
 
 
@@ -20,7 +21,7 @@ def open_session_in_scope(
     session = repo.get_session(tenant, session_id, lock=True)
     if session is None:
         raise SessionNotFound(f"session {session_id} not found")
-    if session.state != "open":
+    if session.state != SessionState.OPEN:
         raise SessionEnded(f"session {session_id} has ended ({session.state})")
     repo.touch_session(session.id, now, recall=recall)
     if session.scope != scope:

@@ -17,6 +17,7 @@ from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, sele
 
 from slowave.domain.dates import date_words, occurred_on
 from slowave.domain.relevance import TOTAL_CONTEXT_WORDS_TERM, TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, context_term
+from slowave.domain.session_state import SessionState
 from slowave.domain.terms import terms
 from slowave.storage.search_terms import index_text, index_token, scope_key
 from slowave.domain.text import normalize_claim
@@ -146,9 +147,9 @@ class Repository(CueEvidenceStore):
         """Activity of an open session (spec 2.3); a Recall also counts as a recall call."""
         s = t.sessions
         if not recall:
-            self._update_where(s, {"id": session_id, "state": "open"}, {"last_activity_at": now})
+            self._update_where(s, {"id": session_id, "state": SessionState.OPEN}, {"last_activity_at": now})
             return
-        self.conn.execute(update(s).where(s.c.id == session_id, s.c.state == "open")
+        self.conn.execute(update(s).where(s.c.id == session_id, s.c.state == SessionState.OPEN)
                           .values(last_activity_at=now, recall_calls=s.c.recall_calls + 1))
 
     def add_session_events(self, session_id: str, count: int) -> None:
@@ -169,7 +170,7 @@ class Repository(CueEvidenceStore):
         s = t.sessions
         stmt = (
             select(s)
-            .where(s.c.state == "open", s.c.last_activity_at < cutoff)
+            .where(s.c.state == SessionState.OPEN, s.c.last_activity_at < cutoff)
             .order_by(s.c.last_activity_at)
             .limit(limit)
         )
@@ -179,7 +180,7 @@ class Repository(CueEvidenceStore):
 
     def count_open_sessions(self) -> int:
         s = t.sessions
-        return self.conn.execute(select(func.count()).select_from(s).where(s.c.state == "open")).scalar_one()
+        return self.conn.execute(select(func.count()).select_from(s).where(s.c.state == SessionState.OPEN)).scalar_one()
 
     def unassessed_exposure_counts(self, session_ids: Sequence[str]) -> dict[str, int]:
         """Exposed targets with no accepted feedback row, over all retrievals of these sessions, by kind."""
