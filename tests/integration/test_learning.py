@@ -288,3 +288,63 @@ def run_admin_allowing_failure(database_url: str, *args: str) -> str:
                          env={**os.environ, "SLOWAVE_DATABASE_URL": database_url})
     assert out.returncode == 1, out  # differences found and not repaired
     return out.stdout
+
+
+def _as_before_0008(url: str) -> None:
+    """Turns a store at head back into what 0007 left (the ledger, sessions and retrievals stay),
+    so that migrating it again replays the ledger into per-cue evidence."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.begin() as c:
+        c.execute(text("DROP TABLE memory_cue_evidence"))
+        c.execute(text("DROP TABLE cues"))
+        c.execute(text("ALTER TABLE retrievals DROP COLUMN cue_number"))
+        for column in ("retired_seq", "positive_cues", "negative_cues"):
+            c.execute(text(f"ALTER TABLE memories DROP COLUMN {column}"))
+        c.execute(text("ALTER TABLE memories ADD COLUMN learned_units INTEGER NOT NULL DEFAULT 0"))
+        c.execute(text("UPDATE alembic_version SET version_num = '0007'"))
+    engine.dispose()
+
+
+def test_migration_0008_replays_the_existing_ledger_into_per_cue_evidence(tmp_path):
+    from tests.support import new_database_url, start_test_server
+
+    url = new_database_url(tmp_path)
+    server = start_test_server(tmp_path / "before", database_url=url)
+    try:
+        stub, scope = server.stub, "project:upgrade"
+        a, b, c = seed_memories(stub, scope, ["Zorblat.", "Zorblat", "zorblat?"])
+        for _ in range(2):
+            s = activate(stub, scope, task=Q1, page_size=10)
+            stub.Feedback(pb.FeedbackRequest(retrieval_id=s.retrieval_id, coverage=pb.COVERAGE_COMPLETE,
+                                             memory_feedback=[used(a), _irrelevant(b)]))
+            commit(stub, s.session_id)
+        s = activate(stub, scope, task=Q2, page_size=10)
+        stale = pb.MemoryFeedbackEntry(memory_id=c, assessment=pb.MEMORY_ASSESSMENT_STALE,
+                                       stale_reason=pb.STALE_REASON_OUTDATED, reason="gone")
+        stub.Feedback(pb.FeedbackRequest(retrieval_id=s.retrieval_id, coverage=pb.COVERAGE_COMPLETE,
+                                         memory_feedback=[_irrelevant(a), stale]))
+        r = _recall(stub, s.session_id, scope, "Zorblat? on-call rota")  # a recall: its query was never stored before 0008
+        stub.Feedback(pb.FeedbackRequest(retrieval_id=r.retrieval_id, coverage=pb.COVERAGE_COMPLETE,
+                                         memory_feedback=[used(a)]))
+        commit(stub, s.session_id)
+        before = {q: (_learned_for(stub, scope, q, a)[0], _learned_for(stub, scope, q, b)[0]) for q in (Q1, OTHER)}
+    finally:
+        server.stop()
+
+    _as_before_0008(url)
+    again = start_test_server(tmp_path / "after", database_url=url)  # migrates to head on start
+    try:
+        report = json.loads(again.admin("learning-replay", "--json"))
+        assert report["differences"] == [] and report["cue_sums"] == 4, report  # (a,Q1) (b,Q1) (a,Q2) (a,unknown)
+        after = {q: (_learned_for(again.stub, scope, q, a)[0], _learned_for(again.stub, scope, q, b)[0])
+                 for q in (Q1, OTHER)}
+        # Activation cues come back from their sessions' tasks; the recall's evidence is filed
+        # under the unknown cue, which, like the recall's own dissimilar cue, reaches Q1 and OTHER
+        # only through the global term.
+        assert after == before, (before, after)
+        assert after[Q1][0] == 0.1 and after[Q1][1] == -0.1
+        assert c not in [m.memory_id for m in activate(again.stub, scope, task=Q1, page_size=10).memories]
+    finally:
+        again.stop()
