@@ -411,7 +411,13 @@ def test_open_server_binds_loopback_addresses(tmp_path, addr):
     if addr.startswith("[::1]") and not os.path.exists("/proc/net/if_inet6"):
         pytest.skip("no IPv6 on this machine")
     running = start_server(_settings(tmp_path, addr))
-    running.stop(grace=1)
+    try:
+        host = "[::1]" if addr.startswith("[::1]") else "127.0.0.1"
+        with grpc.insecure_channel(f"{host}:{running.port}") as channel:
+            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=30)
+        assert running.port > 0 and reply.status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        running.stop(grace=1)
 
 
 @pytest.mark.parametrize("extra", [{"allow_insecure_bind": True},

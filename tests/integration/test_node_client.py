@@ -161,8 +161,6 @@ def test_node_client_with_an_api_key_against_a_keyed_server(node: str, tmp_path)
     refuses a call without a key with UNAUTHENTICATED + ErrorInfo, decoded by the Node client."""
     from tests import support
 
-    if not hasattr(support, "start_keyed_server"):
-        pytest.skip("SKIPPED: this tree's test support has no start_keyed_server (server API keys)")
     key = "swk_node-0123456789abcdefghijklmnopqrstuvwxyzAB"
     srv = support.start_keyed_server(tmp_path / "keyed", {key: "node-tenant"})
     try:

@@ -389,7 +389,7 @@ def beta_wrote(world) -> BetaWrote:
     def alpha_view() -> tuple:
         # The probe session stays open: a commit would consolidate a lesson into alpha's store.
         a = activate(w.alpha, w.scope, task=probe_task, page_size=10)
-        # Sorted: the order follows relevance, which the xfail test below is about.
+        # Sorted: what alpha sees and its signals are compared, not the order of equal scores.
         return (tuple(sorted((m.memory_id, m.content, m.ranking.learned) for m in a.memories)),
                 tuple((p.procedure_id, p.evidence.helped, p.evidence.harmed, p.ranking.learned) for p in a.procedures),
                 tuple(sorted(x.code for x in a.warnings)), a.memory_state, a.relevant_total)

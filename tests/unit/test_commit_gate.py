@@ -21,7 +21,10 @@ def test_passes_when_every_target_is_covered():
 
 
 def test_passes_without_retrievals_or_exposures():
-    enforce_commit_gate([])
+    assert outstanding_feedback([]) == outstanding_feedback(
+        [RetrievalExposure("ctx_aaaaaaaaaaaa", []), RetrievalExposure("rec_bbbbbbbbbbbb", [])])
+    assert not outstanding_feedback([])
+    enforce_commit_gate([])  # does not raise
     enforce_commit_gate([RetrievalExposure("ctx_aaaaaaaaaaaa", []), RetrievalExposure("rec_bbbbbbbbbbbb", [])])
 
 

@@ -165,7 +165,9 @@ def test_activate_task_context_number_is_canonical_integer_for_size():
     # {"k":"…","n":3} — the float 3.0 of a Struct counts as `3`
     n = 16384 - len('{"k":"","n":3}')
     ok = activate_req(task_context=struct({"k": "x" * n, "n": 3}))
-    activate_command(ok)
+    assert activate_command(ok).task_context["n"] == 3  # exactly at the limit: accepted
+    with pytest.raises(InvalidInput):
+        activate_command(activate_req(task_context=struct({"k": "x" * (n + 1), "n": 3})))
 
 
 # =========================================================================== Remember
