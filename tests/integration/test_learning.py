@@ -300,7 +300,7 @@ def _as_before_0008(url: str) -> None:
         c.execute(text("DROP TABLE memory_cue_evidence"))
         c.execute(text("DROP TABLE cues"))
         c.execute(text("ALTER TABLE retrievals DROP COLUMN cue_number"))
-        for column in ("retired_seq", "positive_cues", "negative_cues"):
+        for column in ("retired_seq", "positive_cues", "negative_cues", "own_terms"):  # own_terms: 0009
             c.execute(text(f"ALTER TABLE memories DROP COLUMN {column}"))
         c.execute(text("ALTER TABLE memories ADD COLUMN learned_units INTEGER NOT NULL DEFAULT 0"))
         c.execute(text("UPDATE alembic_version SET version_num = '0007'"))

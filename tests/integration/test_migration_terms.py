@@ -45,6 +45,10 @@ def test_0007_rebuilds_terms_context_and_time_of_an_existing_store(tmp_path):
         assert rows[1] == ("2023-05-08", None)
         assert rows[2] == (None, "pin payment depend last week")
         assert rows[3][0] == "2024-01-02" and rows[3][1].startswith("pin payment")
+        with Database(url).engine.connect() as c:  # 0009: each memory's own terms, as indexed
+            own = dict(c.execute(text("SELECT number, own_terms FROM memories ORDER BY number")).all())
+        assert own == {1: "pin payment depend last week 2023", 2: "broke night build",  # "may": a stop word
+                       3: "ana review migrat januari 2024"}
 
         found = activate(srv.stub, "project:old", task="Who is pinning dependencies?").memories
         assert [m.content for m in found][:1] == [_CLAIMS[0][0]]

@@ -245,3 +245,22 @@ def test_two_weak_channels_do_not_add_up_to_admission():
     # Once one channel stands on its own, the other corroborates it.
     assert fused_relevance(0.40, weak_cosine) > 0.40
     assert fused_relevance(0.30, 0.40) > semantic_strength(0.40) >= ADMISSION_THRESHOLD
+
+
+def test_stored_own_terms_score_exactly_as_the_text_they_were_made_from():
+    """Remember stores a memory's own terms (content plus its date's words) as the index holds
+    them; scoring from them must give the numbers scoring the text gives."""
+    from slowave.domain.dates import date_words
+    from slowave.domain.relevance import LexicalScorer
+    from slowave.domain.terms import terms
+
+    cue = Cue("Which payments dependencies were pinned in January 2024, and by whom?")
+    docs = {"": 50, " words": 400, "\t words": 100, "payment": 5, "depend": 3, "pin": 2, "januari": 4, "2024": 9}
+    scorer = LexicalScorer.for_cue(cue, docs)
+    for content, day in [("We pinned the payments dependencies last week.", "2024-01-08"),
+                         ("Payments pinned payments, again and again.", None),
+                         ("Nothing in common here.", "2023-05-02"), ("the", None)]:
+        stored = " ".join(terms(f"{content} {date_words(day)}"))
+        for context in (None, "pin payment depend"):
+            assert scorer.relevance(content, False, context, date_words(day), stored) == \
+                scorer.relevance(content, False, context, date_words(day))

@@ -17,6 +17,7 @@ class _Memory:
     type: str = "fact"
     context_terms: str | None = None
     occurred_on: str | None = None
+    own_terms: str | None = None  # not stored: scored from the text
 
 
 def _m(n: int, score: float, relevance: float) -> CatalogMemory:

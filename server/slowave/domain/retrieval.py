@@ -49,6 +49,7 @@ class StoredMemory(Protocol):
     superseded_by: int | None
     context_terms: str | None
     occurred_on: str | None
+    own_terms: str | None
 
 
 @dataclass
@@ -81,7 +82,7 @@ class CandidateScoring:
 
     def lexical(self, memory: StoredMemory, contained: bool) -> float:
         return self.lexical_scorer.relevance(memory.content, contained, memory.context_terms,
-                                             date_words(memory.occurred_on))
+                                             date_words(memory.occurred_on), memory.own_terms)
 
     def admitted(self, memories: dict[int, StoredMemory], contained: set[int],
                  cosines: dict[int, float]) -> dict[int, float]:

@@ -45,7 +45,7 @@ def claim_hash(content: str) -> str:
 
 # What retrieval reads of a memory (not the index columns, which would only cost time per row).
 _MEMORY_VIEW = ("number", "type", "content", "status", "stale_reason", "superseded_by", "positive_cues", "negative_cues",
-                "source_kind", "source_session_id", "context_terms", "occurred_on")
+                "source_kind", "source_session_id", "context_terms", "occurred_on", "own_terms")
 MemoryView = namedtuple("MemoryView", _MEMORY_VIEW)
 """A memory as retrieval reads it (plain values, no type conversion needed)."""
 
@@ -258,11 +258,11 @@ class Repository(CueEvidenceStore):
                        status="active", positive_cues=0, negative_cues=0, occurred_on=occurred_on(row.get("occurred_at")))
             row.setdefault("occurred_at", None)
             row.setdefault("context_terms", None)
-        numbers = self._allocate_numbers("memories", len(rows))
-        for n, row in zip(numbers, rows):
-            row["number"] = n
-        self._insert_many(t.memories, rows)
         own = [terms(f"{row['content']} {date_words(row['occurred_on'])}") for row in rows]
+        numbers = self._allocate_numbers("memories", len(rows))
+        for n, row, words in zip(numbers, rows, own):
+            row["number"], row["own_terms"] = n, " ".join(words)
+        self._insert_many(t.memories, rows)
         context = [row["context_terms"].split() if row["context_terms"] else [] for row in rows]
         self._count_terms(rows, own, context)
         index = [{"n": n, "w": index_text(scope_key(row["tenant"], row["scope"]), w, c)}

@@ -117,6 +117,8 @@ memories = Table(
     # The session context indexed with the memory: the terms of the claims stored just before it in
     # the same session, fixed at Remember (relevance.LexicalScorer), separated by spaces.
     Column("context_terms", Text),
+    # Its own terms (content and occurrence date's words) in order, as indexed (migration 0009).
+    Column("own_terms", Text),
     Index("ix_memories_claim", "tenant", "scope", "type", "content_hash"),
     Index("ix_memories_scope_status", "tenant", "scope", "status"),
     Index("ix_memories_content_key", "tenant", "scope", "content_key"),
