@@ -130,6 +130,9 @@ def test_meaning_never_lifts_a_claim_about_another_named_thing(server, lexical_s
             remember(srv.stub, a.session_id, scope, claim)
             assess_all(srv.stub, a)
             commit(srv.stub, a.session_id)
+        # Each commit queues consolidation, which may add a lesson to the scope: drain it, or the
+        # two servers' statistics differ by whatever one of them has consolidated so far.
+        srv.consolidate()
         rankings[name] = _ranking(srv.stub, scope, cue)
     hybrid, lexical = rankings["hybrid"], rankings["lexical"]
     named = PORT_CLAIMS[0]
