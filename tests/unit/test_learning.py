@@ -350,3 +350,8 @@ def test_every_policy_label_fits_the_column_that_stores_it():
     limits = RetrievalLimits()
     labels = [policy_version(None, limits)] + [policy_version(c, limits) for c in channels]
     assert all(len(label) <= width for label in labels), [(len(x), x) for x in labels]
+
+
+def test_cue_counts_come_from_the_replayed_sums():
+    sums = {(10, 1): (2, 5), (10, 2): (-1, 6), (10, 3): (0, 7), (11, 1): (0, 8), (12, 4): (-3, 9)}
+    assert L.cue_counts(sums) == {10: (1, 1), 12: (0, 1)}

@@ -161,6 +161,15 @@ def sign_counts(sums: Iterable[int]) -> tuple[int, int]:
     return sum(1 for v in values if v > 0), sum(1 for v in values if v < 0)
 
 
+def cue_counts(sums: dict[tuple[int, int], tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    """memory -> (positive, negative) cue counts, from replayed (memory, cue) sums; memories whose
+    counts are both zero are left out."""
+    by_memory: dict[int, list[int]] = {}
+    for (memory, _), (units, _) in sums.items():
+        by_memory.setdefault(memory, []).append(units)
+    return {m: c for m, c in ((m, sign_counts(u)) for m, u in by_memory.items()) if c != (0, 0)}
+
+
 @dataclass
 class ProcedureEvidence:
     used: int = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from slowave.domain.learning import replay_cue_sums, sign_counts
+from slowave.domain.learning import cue_counts, replay_cue_sums
 from slowave.service.context import ServiceContext
 
 
@@ -21,10 +21,7 @@ def replay_learning(ctx: ServiceContext, *, repair: bool = False) -> ReplayRepor
     exactly what it compared against)."""
     with ctx.db.transaction() as repo:
         replayed = replay_cue_sums(repo.effective_memory_assessments(), repo.retired_seqs())
-        by_memory: dict[int, list[int]] = {}
-        for (memory, _), (units, _) in replayed.items():
-            by_memory.setdefault(memory, []).append(units)
-        counts = {m: c for m, c in ((m, sign_counts(u)) for m, u in by_memory.items()) if c != (0, 0)}
+        counts = cue_counts(replayed)
         stored, stored_counts = repo.stored_cue_sums(), repo.stored_cue_counts()
         report = ReplayReport(cue_sums=len(replayed))
         for key in sorted(set(replayed) | set(stored)):

@@ -2,7 +2,7 @@
 
 Part of the repository (mixed into storage.repository.Repository, so it runs in the unit of work's
 transaction). Sums change only together with the ledger rows that change them, under the lock on
-the memory's row that Feedback holds; `replay` recomputes them from the ledger.
+the memory's row that Feedback holds; service.learning_replay recomputes them from the ledger.
 """
 from __future__ import annotations
 

@@ -25,9 +25,9 @@ from slowave.domain.identifiers import memory_number
 from slowave.domain.learning import (
     UNKNOWN_CUE_HASH,
     EffectiveAssessment,
+    cue_counts,
     cue_key_hash,
     replay_cue_sums,
-    sign_counts,
 )
 from slowave.domain.terms import terms
 
@@ -142,10 +142,7 @@ def _backfill_evidence(bind: sa.Connection, retired_seq: dict[int, int]) -> None
                      sa.column("units"), sa.column("last_seq"))
     for i in range(0, len(rows), _BATCH):
         bind.execute(sa.insert(table), rows[i:i + _BATCH])
-    by_memory: dict[int, list[int]] = {}
-    for (memory, _), (units, _) in sums.items():
-        by_memory.setdefault(memory, []).append(units)
-    counts = [{"n": m, "p": p, "q": q} for m, (p, q) in ((m, sign_counts(u)) for m, u in by_memory.items())]
+    counts = [{"n": m, "p": p, "q": q} for m, (p, q) in cue_counts(sums).items()]
     for i in range(0, len(counts), _BATCH):
         bind.execute(sa.text("UPDATE memories SET positive_cues = :p, negative_cues = :q WHERE number = :n"),
                      counts[i:i + _BATCH])
