@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test install lint-proto breaking-proto clean bench-quality bench-scale bench-perf model bench-locomo
+.PHONY: serve test install lint format lint-proto breaking-proto clean bench-quality bench-scale bench-perf model bench-locomo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -68,7 +68,17 @@ clients/node/node_modules/.package-lock.json: clients/node/package.json clients/
 
 # The whole suite on SQLite, then everything that talks to a database again on a PostgreSQL cluster
 # the run starts itself from the machine's binaries (skipped, loudly, where they are missing).
-test: install lint-proto breaking-proto clients/node/node_modules/.package-lock.json
+# Python style and correctness: ruff's checks and its formatter (check only; `make format` rewrites).
+PY_SOURCES := server clients tests bench tools
+lint: install
+	$(BIN)/ruff check $(PY_SOURCES)
+	$(BIN)/ruff format --check $(PY_SOURCES)
+
+format: install
+	$(BIN)/ruff check --fix $(PY_SOURCES)
+	$(BIN)/ruff format $(PY_SOURCES)
+
+test: install lint lint-proto breaking-proto clients/node/node_modules/.package-lock.json
 	$(BIN)/python -m pytest
 	SLOWAVE_TEST_BACKEND=postgresql $(BIN)/python -m pytest tests/integration
 

@@ -20,6 +20,7 @@ What it builds (everything derives from one seed; the same parameters give the s
 
 `python bench/corpus.py [--quick]` prints the corpus statistics and a sample.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,9 +81,15 @@ class CorpusParams:
     restate_share: float = 0.3
 
     @classmethod
-    def quick(cls) -> "CorpusParams":
-        return cls(scopes=3, instances=(2, 2), evolving_instances=(1, 2), templates_per_scope=22,
-                   gold_per_scope=5, changed_gold_per_scope=1)
+    def quick(cls) -> CorpusParams:
+        return cls(
+            scopes=3,
+            instances=(2, 2),
+            evolving_instances=(1, 2),
+            templates_per_scope=22,
+            gold_per_scope=5,
+            changed_gold_per_scope=1,
+        )
 
 
 @dataclass
@@ -116,8 +123,15 @@ class Corpus:
             "restatements": sum(m.role == "restated" for m in self.memories),
             "gold_memories": len(gold),
             "queries": dict(sorted(Counter(f"{q.family}/{q.split}" for q in self.queries).items())),
-            "content_overlap": {f: round(_mean([content_overlap(q.text, self.by_key[q.gold[0]].text)
-                                                for q in self.queries if q.family == f]), 3) for f in FAMILIES},
+            "content_overlap": {
+                f: round(
+                    _mean(
+                        [content_overlap(q.text, self.by_key[q.gold[0]].text) for q in self.queries if q.family == f]
+                    ),
+                    3,
+                )
+                for f in FAMILIES
+            },
         }
 
 
@@ -215,27 +229,46 @@ class _ScopeBuilder:
 
     # -- memories
 
-    def memories(self, t: Template, i: int, inst: _Instance) -> tuple[list[MemorySpec], list[MemorySpec], list[MemorySpec]]:
+    def memories(
+        self, t: Template, i: int, inst: _Instance
+    ) -> tuple[list[MemorySpec], list[MemorySpec], list[MemorySpec]]:
         """(old claims, regular memories, current claims of changing facts) of one instance."""
         base = f"{self.scope}/{t.key}/{i}"
         when = date(2025, 1, 1) - timedelta(days=self.rng.randint(0, 700))
         if not t.evolving:
             mems = [MemorySpec(f"{base}/main", self.scope, t.type, inst.render(t.text), "current", when)]
             if t.restate and self.rng.random() < self.params.restate_share:
-                mems.append(MemorySpec(f"{base}/restated", self.scope, t.type, inst.render(t.restate), "restated",
-                                       when + timedelta(days=self.rng.randint(1, 60))))
+                mems.append(
+                    MemorySpec(
+                        f"{base}/restated",
+                        self.scope,
+                        t.type,
+                        inst.render(t.restate),
+                        "restated",
+                        when + timedelta(days=self.rng.randint(1, 60)),
+                    )
+                )
             return [], mems, []
         new_key = f"{base}/new"
         olds = [
-            MemorySpec(f"{base}/old{k}", self.scope, t.type, inst.render(t.old_text, value=v), "old",
-                       when - timedelta(days=200 * (len(inst.history) - k)), replaced_by=new_key)
+            MemorySpec(
+                f"{base}/old{k}",
+                self.scope,
+                t.type,
+                inst.render(t.old_text, value=v),
+                "old",
+                when - timedelta(days=200 * (len(inst.history) - k)),
+                replaced_by=new_key,
+            )
             for k, v in enumerate(inst.history[:-1])
         ]
         return olds, [], [MemorySpec(new_key, self.scope, t.type, inst.render(t.text), "current", when)]
 
     # -- queries
 
-    def queries(self, t: Template, inst: _Instance, siblings: list[_Instance], gold: tuple[str, ...]) -> list[Query] | None:
+    def queries(
+        self, t: Template, inst: _Instance, siblings: list[_Instance], gold: tuple[str, ...]
+    ) -> list[Query] | None:
         """Two paraphrase and two naming queries (one train, one test each), or None if too few are unambiguous.
 
         The two queries of a family come from different query templates; two paraphrases also word
@@ -247,7 +280,9 @@ class _ScopeBuilder:
             for text in texts:
                 for alias in (0, 1):
                     q = inst.render(text, alias)
-                    if q not in candidates.values() and not any(s.render(text, alias) == q for s in siblings if s is not inst):
+                    if q not in candidates.values() and not any(
+                        s.render(text, alias) == q for s in siblings if s is not inst
+                    ):
                         candidates[(text, alias)] = q
             pairs = [(a, b) for a in candidates for b in candidates if a[0] < b[0]]
             if not pairs:
@@ -255,8 +290,18 @@ class _ScopeBuilder:
             best = [(a, b) for a, b in pairs if a[1] != b[1]] or pairs
             chosen = self.rng.choice(best)
             for split, pick in zip(self.rng.sample(SPLITS, 2), chosen):
-                out.append(Query(f"{gold[0]}/{family}/{split}", self.scope, candidates[pick], family, split, gold,
-                                 t.key, t.evolving))
+                out.append(
+                    Query(
+                        f"{gold[0]}/{family}/{split}",
+                        self.scope,
+                        candidates[pick],
+                        family,
+                        split,
+                        gold,
+                        t.key,
+                        t.evolving,
+                    )
+                )
         return out
 
 

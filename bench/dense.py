@@ -14,6 +14,7 @@ single-threaded, per query (k = 100, the service's semantic_candidates):
 
     .venv/bin/python bench/dense.py [--n 100000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,9 +24,9 @@ from collections import namedtuple
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from slowave.embedding import StaticEncoder, VectorIndex  # noqa: E402
+from slowave.embedding import StaticEncoder, VectorIndex
 
 K = 100
 
@@ -65,20 +66,26 @@ def main() -> None:
     args = parser.parse_args()
     enc = StaticEncoder()
     table = enc._table
-    vocab = np.array([i for t, i in enc._tokenizer.get_vocab().items() if t.isalpha() and not t.startswith("##") and i > 1000])
+    vocab = np.array(
+        [i for t, i in enc._tokenizer.get_vocab().items() if t.isalpha() and not t.startswith("##") and i > 1000]
+    )
     rng = np.random.default_rng(0)
     x, queries = sentences(table, vocab, args.n, rng), sentences(table, vocab, 200, rng)
     n, dim = x.shape
-    cues = ["Which database engine does our billing system use to store transactions?",
-            "What should I verify first if the courier rate lookup treats valid credentials as expired?",
-            "Which port does billing-api listen on?"]
+    cues = [
+        "Which database engine does our billing system use to store transactions?",
+        "What should I verify first if the courier rate lookup treats valid credentials as expired?",
+        "Which port does billing-api listen on?",
+    ]
     times = []
     for i in range(3000):
         t = time.perf_counter()
         enc.encode([cues[i % 3]])
         times.append(time.perf_counter() - t)
-    print(f"query embedding ({enc.encoder_id}): p50 {np.median(times) * 1e3:.3f} ms, "
-          f"p99 {np.percentile(times, 99) * 1e3:.3f} ms")
+    print(
+        f"query embedding ({enc.encoder_id}): p50 {np.median(times) * 1e3:.3f} ms, "
+        f"p99 {np.percentile(times, 99) * 1e3:.3f} ms"
+    )
     print(f"{n:,} vectors × {dim} dims, k = {K}, one thread\n")
     exact = [set(np.argpartition(-(x @ q), K - 1)[:K].tolist()) for q in queries]
 
@@ -86,30 +93,57 @@ def main() -> None:
         return float(np.mean([len(set(np.asarray(search(q)).tolist()) & e) / K for q, e in zip(queries, exact)]))
 
     rows = []
-    rows.append(("numpy float32 exact scan", per_query(lambda q: np.argpartition(-(x @ q), K - 1)[:K], queries), 1.0, "-"))
+    rows.append(
+        ("numpy float32 exact scan", per_query(lambda q: np.argpartition(-(x @ q), K - 1)[:K], queries), 1.0, "-")
+    )
     x16 = x.astype(np.float16)
     rows.append(("numpy float16 scan", per_query(lambda q: x16 @ q.astype(np.float16), queries, 10), 1.0, "-"))
     x8 = np.rint(x * 127).astype(np.int8)
-    rows.append(("numpy int8 scan (int32 sums)", per_query(lambda q: x8 @ np.rint(q * 127).astype(np.int8), queries, 10),
-                 recall(lambda q: np.argpartition(-(x8 @ np.rint(q * 127).astype(np.int8)).astype(np.int32), K - 1)[:K]), "-"))
-    from usearch.index import Index, MetricKind, search as brute
+    rows.append(
+        (
+            "numpy int8 scan (int32 sums)",
+            per_query(lambda q: x8 @ np.rint(q * 127).astype(np.int8), queries, 10),
+            recall(lambda q: np.argpartition(-(x8 @ np.rint(q * 127).astype(np.int8)).astype(np.int32), K - 1)[:K]),
+            "-",
+        )
+    )
+    from usearch.index import Index, MetricKind
+    from usearch.index import search as brute
 
-    rows.append(("usearch exact brute force, float16",
-                 per_query(lambda q: brute(x16, q.astype(np.float16), K, MetricKind.IP, exact=True, threads=1).keys, queries),
-                 1.0, "-"))
+    rows.append(
+        (
+            "usearch exact brute force, float16",
+            per_query(
+                lambda q: brute(x16, q.astype(np.float16), K, MetricKind.IP, exact=True, threads=1).keys, queries
+            ),
+            1.0,
+            "-",
+        )
+    )
     try:
         import faiss
 
         faiss.omp_set_num_threads(1)
-        for name, qt in (("faiss scalar-quantiser scan, int8", faiss.ScalarQuantizer.QT_8bit),
-                         ("faiss scalar-quantiser scan, float16", faiss.ScalarQuantizer.QT_fp16)):
+        for name, qt in (
+            ("faiss scalar-quantiser scan, int8", faiss.ScalarQuantizer.QT_8bit),
+            ("faiss scalar-quantiser scan, float16", faiss.ScalarQuantizer.QT_fp16),
+        ):
             sq = faiss.IndexScalarQuantizer(dim, qt, faiss.METRIC_INNER_PRODUCT)
             sq.train(x)
             sq.add(x)
-            rows.append((name, per_query(lambda q: sq.search(q[None], K)[1], queries), recall(lambda q: sq.search(q[None], K)[1][0]), "-"))
+            rows.append(
+                (
+                    name,
+                    per_query(lambda q: sq.search(q[None], K)[1], queries),
+                    recall(lambda q: sq.search(q[None], K)[1][0]),
+                    "-",
+                )
+            )
         flat = faiss.IndexFlatIP(dim)
         flat.add(x)
-        rows.append(("faiss IndexFlatIP (float32 exact)", per_query(lambda q: flat.search(q[None], K)[1], queries), 1.0, "-"))
+        rows.append(
+            ("faiss IndexFlatIP (float32 exact)", per_query(lambda q: flat.search(q[None], K)[1], queries), 1.0, "-")
+        )
         t = time.perf_counter()
         hn = faiss.IndexHNSWSQ(dim, faiss.ScalarQuantizer.QT_8bit, 16, faiss.METRIC_INNER_PRODUCT)
         hn.hnsw.efConstruction = 128
@@ -118,8 +152,14 @@ def main() -> None:
         build = f"{time.perf_counter() - t:.1f} s"
         for ef in (128, 256):
             hn.hnsw.efSearch = ef
-            rows.append((f"faiss HNSW+SQ8 M=16 ef={ef}", per_query(lambda q: hn.search(q[None], K)[1], queries),
-                         recall(lambda q: hn.search(q[None], K)[1][0]), build))
+            rows.append(
+                (
+                    f"faiss HNSW+SQ8 M=16 ef={ef}",
+                    per_query(lambda q: hn.search(q[None], K)[1], queries),
+                    recall(lambda q: hn.search(q[None], K)[1][0]),
+                    build,
+                )
+            )
     except ImportError:
         print("(faiss-cpu not installed: its rows are skipped)\n")
     for dt in ("i8", "f16"):
@@ -129,8 +169,14 @@ def main() -> None:
         build = f"{time.perf_counter() - t:.1f} s"
         for ef in (128, 256):
             g.expansion_search = ef
-            rows.append((f"usearch HNSW {dt} M=16 ef={ef}", per_query(lambda q: g.search(q, K, threads=1).keys, queries),
-                         recall(lambda q: g.search(q, K).keys), build))
+            rows.append(
+                (
+                    f"usearch HNSW {dt} M=16 ef={ef}",
+                    per_query(lambda q: g.search(q, K, threads=1).keys, queries),
+                    recall(lambda q: g.search(q, K).keys),
+                    build,
+                )
+            )
 
     repo = Repo(x)
     index = VectorIndex("bench", background=False)
@@ -150,8 +196,10 @@ def main() -> None:
     print("|---|---:|---:|---|")
     for name, ms, rec, build in rows:
         print(f"| {name} | {ms:.3f} | {rec:.3f} | {build} |")
-    print(f"\nVectorIndex: first query at {n:,} (read + build graph) {first:.1f} s; "
-          f"a query after 100 new memories {catch_up:.1f} ms")
+    print(
+        f"\nVectorIndex: first query at {n:,} (read + build graph) {first:.1f} s; "
+        f"a query after 100 new memories {catch_up:.1f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@
 
     python bench/harness.py echo --workers 16   # the echo server alone (prints "on port N")
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,7 @@ import sys
 import time
 from concurrent import futures
 from dataclasses import astuple, dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import grpc
@@ -34,7 +35,6 @@ from google.protobuf.timestamp_pb2 import Timestamp
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 from quality import ServerProcess, ServerUnavailable, server_binary  # noqa: E402,F401  (re-exported)
-
 from slowave.v1 import memory_service_pb2 as pb  # noqa: E402
 from slowave.v1 import memory_service_pb2_grpc as pb_grpc  # noqa: E402
 from slowave.v1 import resources_pb2 as res  # noqa: E402
@@ -44,9 +44,11 @@ RESULTS = BENCH / "results"
 
 # ------------------------------------------------------------------------------------ templated claims
 
-SERVICES = [f"{a}-{b}" for a in ("billing", "search", "ledger", "auth", "media", "notify", "report", "ingest",
-                                 "pricing", "catalog") for b in ("api", "worker", "gateway", "cron", "indexer",
-                                                                 "web", "sync", "store", "relay", "proxy")]
+SERVICES = [
+    f"{a}-{b}"
+    for a in ("billing", "search", "ledger", "auth", "media", "notify", "report", "ingest", "pricing", "catalog")
+    for b in ("api", "worker", "gateway", "cron", "indexer", "web", "sync", "store", "relay", "proxy")
+]
 PEOPLE = ["Priya Raman", "Jonas Weber", "Ana Lima", "Kenji Sato", "Fatima Noor", "Liam Chen", "Sofia Rossi"]
 TEMPLATES = [
     "The {s} service listens on port {p} in the {env} cluster.",
@@ -58,18 +60,32 @@ TEMPLATES = [
     "{s} pins library version {v}.{n2}.{n3} after the regression tracked in PAY-{t}.",
 ]
 QUERIES = [
-    "Which port does {s} use?", "Who looks after {s} at the moment?", "What database does {s} rely on?",
-    "When is {s} usually deployed?", "How much traffic can {s} take?", "Why was {s} restarted carefully?",
+    "Which port does {s} use?",
+    "Who looks after {s} at the moment?",
+    "What database does {s} rely on?",
+    "When is {s} usually deployed?",
+    "How much traffic can {s} take?",
+    "Why was {s} restarted carefully?",
 ]
 
 
 def claim(rng: random.Random, note: object) -> str:
     """One templated claim; `note` makes it unique (" (note …)")."""
-    return rng.choice(TEMPLATES).format(
-        s=rng.choice(SERVICES), p=rng.randint(1024, 65000), env=rng.choice(["staging", "prod", "eu", "us"]),
-        v=rng.randint(9, 17), person=rng.choice(PEOPLE), n=rng.randint(10, 5000), t=rng.randint(100, 9999),
-        day=rng.choice(["Monday", "Tuesday", "Thursday"]), n2=rng.randint(0, 30), n3=rng.randint(0, 30),
-    ) + f" (note {note})"
+    return (
+        rng.choice(TEMPLATES).format(
+            s=rng.choice(SERVICES),
+            p=rng.randint(1024, 65000),
+            env=rng.choice(["staging", "prod", "eu", "us"]),
+            v=rng.randint(9, 17),
+            person=rng.choice(PEOPLE),
+            n=rng.randint(10, 5000),
+            t=rng.randint(100, 9999),
+            day=rng.choice(["Monday", "Tuesday", "Thursday"]),
+            n2=rng.randint(0, 30),
+            n3=rng.randint(0, 30),
+        )
+        + f" (note {note})"
+    )
 
 
 def claims(rng: random.Random, start: int, count: int) -> list[str]:
@@ -87,7 +103,7 @@ def service_cue(rng: random.Random) -> str:
 
 def timestamp(day: date) -> Timestamp:
     ts = Timestamp()
-    ts.FromDatetime(datetime(day.year, day.month, day.day, 12, tzinfo=timezone.utc))
+    ts.FromDatetime(datetime(day.year, day.month, day.day, 12, tzinfo=UTC))
     return ts
 
 
@@ -95,31 +111,52 @@ def as_item(memory: str | pb.RememberItem) -> pb.RememberItem:
     return memory if isinstance(memory, pb.RememberItem) else pb.RememberItem(content=memory, type=res.MEMORY_TYPE_FACT)
 
 
-def load(stub: pb_grpc.MemoryServiceStub, scope: str, memories: list[str | pb.RememberItem], batch: int = 100,
-         check: bool = False) -> float:
+def load(
+    stub: pb_grpc.MemoryServiceStub,
+    scope: str,
+    memories: list[str | pb.RememberItem],
+    batch: int = 100,
+    check: bool = False,
+) -> float:
     """Stores the memories in order through one seeding session (batch Remember, `batch` per call),
     closes it with complete Feedback and a Commit; returns memories/s of the Remember calls alone.
     With `check`, a per-item error raises."""
     session = stub.Activate(pb.ActivateRequest(task="bulk load", initial_goal="load", scope=scope), timeout=60)
     t = time.perf_counter()
     for i in range(0, len(memories), batch):
-        response = stub.Remember(pb.RememberRequest(session_id=session.session_id, scope=scope, memories=[
-            as_item(m) for m in memories[i:i + batch]]), timeout=120)
+        response = stub.Remember(
+            pb.RememberRequest(
+                session_id=session.session_id, scope=scope, memories=[as_item(m) for m in memories[i : i + batch]]
+            ),
+            timeout=120,
+        )
         if check:
             failed = [r.error for r in response.batch.results if r.HasField("error")]
             if failed:
-                raise RuntimeError(f"batch Remember refused {len(failed)} item(s): {failed[0].code} {failed[0].message}")
+                raise RuntimeError(
+                    f"batch Remember refused {len(failed)} item(s): {failed[0].code} {failed[0].message}"
+                )
     elapsed = time.perf_counter() - t
     stub.Feedback(pb.FeedbackRequest(retrieval_id=session.retrieval_id, coverage=pb.COVERAGE_COMPLETE), timeout=60)
-    stub.Commit(pb.CommitRequest(session_id=session.session_id, final_goal="load", outcome=res.OUTCOME_SUCCESS,
-                                 outcome_summary="Bulk load finished.", verification=pb.Verification(
-                                     status=res.VERIFICATION_STATUS_UNVERIFIED, summary="n/a")), timeout=60)
+    stub.Commit(
+        pb.CommitRequest(
+            session_id=session.session_id,
+            final_goal="load",
+            outcome=res.OUTCOME_SUCCESS,
+            outcome_summary="Bulk load finished.",
+            verification=pb.Verification(status=res.VERIFICATION_STATUS_UNVERIFIED, summary="n/a"),
+        ),
+        timeout=60,
+    )
     return len(memories) / elapsed if elapsed > 0 else float("inf")
 
 
 MEMORY_TYPES = {
-    "decision": res.MEMORY_TYPE_DECISION, "constraint": res.MEMORY_TYPE_CONSTRAINT, "lesson": res.MEMORY_TYPE_LESSON,
-    "preference": res.MEMORY_TYPE_PREFERENCE, "fact": res.MEMORY_TYPE_FACT,
+    "decision": res.MEMORY_TYPE_DECISION,
+    "constraint": res.MEMORY_TYPE_CONSTRAINT,
+    "lesson": res.MEMORY_TYPE_LESSON,
+    "preference": res.MEMORY_TYPE_PREFERENCE,
+    "fact": res.MEMORY_TYPE_FACT,
 }
 
 
@@ -137,7 +174,7 @@ class PreloadStream:
     version: int = 1
     """Bump when the stream's content changes: cached stores built from an older stream are not reused."""
 
-    def corpus(self):  # noqa: ANN201  (a corpus.Corpus)
+    def corpus(self):
         """The retrieval-quality corpus the stream starts with (its queries are realistic task cues)."""
         if not hasattr(self, "_built"):
             from corpus import CorpusParams, build_corpus
@@ -152,18 +189,20 @@ class PreloadStream:
                 key = " ".join(m.text.split()).casefold()
                 if key not in seen:
                     seen.add(key)
-                    items.append(pb.RememberItem(content=m.text, type=MEMORY_TYPES[m.type],
-                                                 occurred_at=timestamp(m.occurred_at)))
+                    items.append(
+                        pb.RememberItem(content=m.text, type=MEMORY_TYPES[m.type], occurred_at=timestamp(m.occurred_at))
+                    )
             random.Random(self.seed).shuffle(items)
             object.__setattr__(self, "_corpus", items)
         return self._corpus  # type: ignore[attr-defined]
 
     def items(self, start: int, count: int) -> list[pb.RememberItem]:
         head = self.corpus_part()
-        out = list(head[start:start + count])
+        out = list(head[start : start + count])
         for i in range(max(start, len(head)), start + count):
-            out.append(pb.RememberItem(content=claim(random.Random(self.seed * 1_000_003 + i), i),
-                                       type=res.MEMORY_TYPE_FACT))
+            out.append(
+                pb.RememberItem(content=claim(random.Random(self.seed * 1_000_003 + i), i), type=res.MEMORY_TYPE_FACT)
+            )
         return out
 
     def key(self) -> str:
@@ -208,11 +247,15 @@ ECHO_METHOD = "/bench.Echo/Echo"
 
 def serve_echo(workers: int, max_concurrent_rpcs: int) -> None:
     """A bare grpcio server: one unary method that returns the request bytes unchanged."""
-    handler = grpc.method_handlers_generic_handler("bench.Echo", {
-        "Echo": grpc.unary_unary_rpc_method_handler(lambda request, _context: request),  # bytes in, bytes out
-    })
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), handlers=[handler],
-                         maximum_concurrent_rpcs=max_concurrent_rpcs)
+    handler = grpc.method_handlers_generic_handler(
+        "bench.Echo",
+        {
+            "Echo": grpc.unary_unary_rpc_method_handler(lambda request, _context: request),  # bytes in, bytes out
+        },
+    )
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=workers), handlers=[handler], maximum_concurrent_rpcs=max_concurrent_rpcs
+    )
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     print(f"echo serving on port {port}", flush=True)
@@ -224,12 +267,19 @@ class EchoProcess:
 
     def __init__(self, workdir: Path, workers: int, max_concurrent_rpcs: int) -> None:
         self.log_path = workdir / "echo.log"
-        self.args = [sys.executable, str(Path(__file__).resolve()), "echo", "--workers", str(workers),
-                     "--max-concurrent-rpcs", str(max_concurrent_rpcs)]
+        self.args = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "echo",
+            "--workers",
+            str(workers),
+            "--max-concurrent-rpcs",
+            str(max_concurrent_rpcs),
+        ]
         self.process: subprocess.Popen | None = None
         self.port: int | None = None
 
-    def __enter__(self) -> "EchoProcess":
+    def __enter__(self) -> EchoProcess:
         with open(self.log_path, "wb") as out:
             self.process = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
@@ -239,7 +289,9 @@ class EchoProcess:
                 self.port = int(match.group(1))
             elif self.process.poll() is not None or time.monotonic() > deadline:
                 self.__exit__()
-                raise ServerUnavailable(f"echo server did not start: {self.log_path.read_text(errors='replace')[-500:]}")
+                raise ServerUnavailable(
+                    f"echo server did not start: {self.log_path.read_text(errors='replace')[-500:]}"
+                )
             else:
                 time.sleep(0.05)
         return self

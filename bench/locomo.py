@@ -51,6 +51,7 @@ repository).
     python bench/locomo.py --learn --rounds 1,3  # ... plus the learning probe
     python bench/locomo.py --conversations 26 --limit 20 --learn --out /tmp/locomo-quick.md
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,7 +67,7 @@ import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
@@ -76,7 +77,6 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
 from harness import ServerProcess, pct  # noqa: E402
-
 from slowave.v1 import memory_service_pb2 as pb  # noqa: E402
 from slowave.v1 import memory_service_pb2_grpc as pb_grpc  # noqa: E402
 from slowave.v1 import resources_pb2 as res  # noqa: E402
@@ -93,13 +93,15 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 # The one outcome summary of every commit (writer, consolidation probe, train questions): it becomes
 # one lesson per scope, and later commits match it instead of adding more derived memories.
 SUMMARY = "LoCoMo benchmark task closed by the simulated agent."
-VERIFICATION = pb.Verification(status=res.VERIFICATION_STATUS_UNVERIFIED,
-                               summary="Simulated agent of the LoCoMo retrieval benchmark.")
+VERIFICATION = pb.Verification(
+    status=res.VERIFICATION_STATUS_UNVERIFIED, summary="Simulated agent of the LoCoMo retrieval benchmark."
+)
 
 # Stop words removed from answers for keyword@k: English articles, pronouns, auxiliaries,
 # prepositions, conjunctions and a few adverbs (the list below, nothing else). Month names ("may",
 # "march"), numbers and negations that carry the answer ("never") are deliberately not in it.
-STOP_WORDS = frozenset("""
+STOP_WORDS = frozenset(
+    """
 a an the and or but nor so yet if then than as of to in on at by for from with without into onto
 about above below over under after before during until since between through against among around
 up down out off upon via per is are was were be been being am do does did done doing has have had
@@ -107,7 +109,8 @@ having will would shall should can could might must it its this that these those
 my mine myself we us our ours you your yours he him his she her hers they them their theirs who
 whom whose which what when where why how s t d ll re ve m also too very just only both each all
 any some such own same other another more most much many few lot lots etc
-""".split())
+""".split()
+)
 WORD = re.compile(r"[a-z0-9]+")
 DIA_ID = re.compile(r"D:?(\d+):(\d+)")
 
@@ -153,12 +156,12 @@ class Conversation:
 
 def session_date(raw: str) -> datetime:
     """`1:56 pm on 8 May, 2023` as UTC."""
-    return datetime.strptime(raw.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+    return datetime.strptime(raw.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 
 def load_conversation(path: Path, limit: int | None) -> Conversation:
     data = json.loads(path.read_text(encoding="utf-8"))
-    sessions = sorted((int(m.group(1)) for k in data if (m := re.fullmatch(r"session_(\d+)", k))))
+    sessions = sorted(int(m.group(1)) for k in data if (m := re.fullmatch(r"session_(\d+)", k)))
     turns = []
     for n in sessions:
         when = session_date(data[f"session_{n}_date_time"])
@@ -176,16 +179,18 @@ def load_conversation(path: Path, limit: int | None) -> Conversation:
             continue
         if limit is not None and len(questions) >= limit:
             break
-        questions.append(Question(path.stem, len(questions), qa["question"], str(qa.get("answer", "")), evidence,
-                                  qa["category"]))
+        questions.append(
+            Question(path.stem, len(questions), qa["question"], str(qa.get("answer", "")), evidence, qa["category"])
+        )
     return Conversation(path.stem, turns, questions)
 
 
 def load_data(directory: Path, only: list[str] | None, limit: int | None) -> list[Conversation]:
     if not directory.is_dir():
         raise SystemExit(f"LoCoMo data not found at {directory} (pass --data DIR)")
-    paths = sorted(directory.glob("*.json"), key=lambda p: (not p.stem.isdigit(), int(p.stem) if p.stem.isdigit()
-                                                            else 0, p.stem))
+    paths = sorted(
+        directory.glob("*.json"), key=lambda p: (not p.stem.isdigit(), int(p.stem) if p.stem.isdigit() else 0, p.stem)
+    )
     if only:
         missing = sorted(set(only) - {p.stem for p in paths})
         if missing:
@@ -248,8 +253,11 @@ def figures(outcomes: list[Outcome], ks: tuple[int, ...] = KS) -> Figures:
     n = len(outcomes)
     if not n:
         return Figures(0, {k: float("nan") for k in ks}, float("nan"))
-    return Figures(n, {k: sum(o.rank is not None and o.rank <= k for o in outcomes) / n for k in ks},
-                   sum(o.keyword10 for o in outcomes) / n)
+    return Figures(
+        n,
+        {k: sum(o.rank is not None and o.rank <= k for o in outcomes) / n for k in ks},
+        sum(o.keyword10 for o in outcomes) / n,
+    )
 
 
 def by_category(outcomes: list[Outcome]) -> list[tuple[str, Figures]]:
@@ -266,8 +274,10 @@ def share(value: float) -> str:
 def table(rows: list[tuple[str, Figures]], ks: tuple[int, ...] = KS, first: str = "questions") -> str:
     head = f"| {first} | n | " + " | ".join(f"evidence@{k}" for k in ks) + " | keyword@10 |\n"
     head += "|---|---:|" + "---:|" * (len(ks) + 1) + "\n"
-    body = "".join(f"| {name} | {f.n} | " + " | ".join(share(f.evidence[k]) for k in ks) + f" | {share(f.keyword10)} |\n"
-                   for name, f in rows)
+    body = "".join(
+        f"| {name} | {f.n} | " + " | ".join(share(f.evidence[k]) for k in ks) + f" | {share(f.keyword10)} |\n"
+        for name, f in rows
+    )
     return head + body
 
 
@@ -322,21 +332,33 @@ class Service:
         self.matched = 0  # turns whose content matched an earlier memory (same id, several dia_ids)
 
     def _commit(self, session_id: str, goal: str, found: bool = True) -> None:
-        self.stub.Commit(pb.CommitRequest(session_id=session_id, final_goal=goal[:1000],
-                                          outcome=res.OUTCOME_SUCCESS if found else res.OUTCOME_PARTIAL,
-                                          outcome_summary=SUMMARY, verification=VERIFICATION), timeout=RPC_TIMEOUT)
+        self.stub.Commit(
+            pb.CommitRequest(
+                session_id=session_id,
+                final_goal=goal[:1000],
+                outcome=res.OUTCOME_SUCCESS if found else res.OUTCOME_PARTIAL,
+                outcome_summary=SUMMARY,
+                verification=VERIFICATION,
+            ),
+            timeout=RPC_TIMEOUT,
+        )
 
     def ingest(self, conv: Conversation) -> str:
         """One writer session remembers every turn in order; returns the policy version."""
         goal = "Store the conversation's turns"
-        act = self.stub.Activate(pb.ActivateRequest(task=goal, initial_goal=goal, scope=conv.scope), timeout=RPC_TIMEOUT)
+        act = self.stub.Activate(
+            pb.ActivateRequest(task=goal, initial_goal=goal, scope=conv.scope), timeout=RPC_TIMEOUT
+        )
         ids: dict[str, set[str]] = defaultdict(set)
         for start in range(0, len(conv.turns), BATCH):
-            chunk = conv.turns[start:start + BATCH]
-            items = [pb.RememberItem(content=t.content, type=res.MEMORY_TYPE_FACT, occurred_at=timestamp(t.occurred))
-                     for t in chunk]
-            batch = self.stub.Remember(pb.RememberRequest(session_id=act.session_id, scope=conv.scope, memories=items),
-                                       timeout=RPC_TIMEOUT).batch
+            chunk = conv.turns[start : start + BATCH]
+            items = [
+                pb.RememberItem(content=t.content, type=res.MEMORY_TYPE_FACT, occurred_at=timestamp(t.occurred))
+                for t in chunk
+            ]
+            batch = self.stub.Remember(
+                pb.RememberRequest(session_id=act.session_id, scope=conv.scope, memories=items), timeout=RPC_TIMEOUT
+            ).batch
             if len(batch.results) != len(chunk):
                 raise RuntimeError(f"batch Remember answered {len(batch.results)} results for {len(chunk)} items")
             for t, result in zip(chunk, batch.results):
@@ -345,8 +367,9 @@ class Service:
                 self.matched += result.data.disposition == pb.DISPOSITION_MATCHED
                 ids[result.data.memory_id].add(t.dia_id)
         self.dia_ids[conv.scope] = ids
-        self.stub.Feedback(pb.FeedbackRequest(retrieval_id=act.retrieval_id, coverage=pb.COVERAGE_COMPLETE),
-                           timeout=RPC_TIMEOUT)
+        self.stub.Feedback(
+            pb.FeedbackRequest(retrieval_id=act.retrieval_id, coverage=pb.COVERAGE_COMPLETE), timeout=RPC_TIMEOUT
+        )
         self._commit(act.session_id, goal)
         return act.retrieval_policy_version
 
@@ -354,10 +377,15 @@ class Service:
         """Waits until consolidation has made the writer's outcome summary a lesson."""
         deadline = time.monotonic() + timeout
         while True:
-            act = self.stub.Activate(pb.ActivateRequest(task=SUMMARY, initial_goal="Wait for consolidation",
-                                                        scope=scope, page_size=PAGE_SIZE), timeout=RPC_TIMEOUT)
-            self.stub.Feedback(pb.FeedbackRequest(retrieval_id=act.retrieval_id, coverage=pb.COVERAGE_COMPLETE),
-                               timeout=RPC_TIMEOUT)
+            act = self.stub.Activate(
+                pb.ActivateRequest(
+                    task=SUMMARY, initial_goal="Wait for consolidation", scope=scope, page_size=PAGE_SIZE
+                ),
+                timeout=RPC_TIMEOUT,
+            )
+            self.stub.Feedback(
+                pb.FeedbackRequest(retrieval_id=act.retrieval_id, coverage=pb.COVERAGE_COMPLETE), timeout=RPC_TIMEOUT
+            )
             self._commit(act.session_id, "Wait for consolidation")
             if any(m.content == SUMMARY for m in act.memories):
                 return
@@ -369,27 +397,38 @@ class Service:
         text = memory.content
         dated = memory.HasField("occurred_at")
         if dated:
-            text += " " + render_date(memory.occurred_at.ToDatetime(tzinfo=timezone.utc))
+            text += " " + render_date(memory.occurred_at.ToDatetime(tzinfo=UTC))
         return Ranked(memory.memory_id, frozenset(self.dia_ids[scope].get(memory.memory_id, ())), text), dated
 
     def ask(self, q: Question, scope: str) -> Retrieval:
         """Activate (page_size 10) plus one continuation page."""
         t = time.perf_counter()
-        act = self.stub.Activate(pb.ActivateRequest(task=q.text, initial_goal=q.text, scope=scope, page_size=PAGE_SIZE),
-                                 timeout=RPC_TIMEOUT)
+        act = self.stub.Activate(
+            pb.ActivateRequest(task=q.text, initial_goal=q.text, scope=scope, page_size=PAGE_SIZE), timeout=RPC_TIMEOUT
+        )
         seconds = time.perf_counter() - t
         memories = list(act.memories)
         if act.more_available and act.HasField("continue_from"):
-            page = self.stub.Recall(pb.RecallRequest(session_id=act.session_id, scope=scope,
-                                                     continue_from=act.continue_from), timeout=RPC_TIMEOUT)
+            page = self.stub.Recall(
+                pb.RecallRequest(session_id=act.session_id, scope=scope, continue_from=act.continue_from),
+                timeout=RPC_TIMEOUT,
+            )
             memories += list(page.memories)
         pairs = [self._ranked(scope, m) for m in memories[:DEPTH]]
-        return Retrieval(act.session_id, act.retrieval_id, act.retrieval_policy_version, seconds,
-                         [r for r, _ in pairs], sum(d for _, d in pairs))
+        return Retrieval(
+            act.session_id,
+            act.retrieval_id,
+            act.retrieval_policy_version,
+            seconds,
+            [r for r, _ in pairs],
+            sum(d for _, d in pairs),
+        )
 
     def _flipped(self, q: Question, round_: int, memory_id: str) -> bool:
-        return self.flip > 0 and random.Random(f"{self.seed}|{q.conversation}|{q.index}|{round_}|{memory_id}").random() \
-            < self.flip
+        return (
+            self.flip > 0
+            and random.Random(f"{self.seed}|{q.conversation}|{q.index}|{round_}|{memory_id}").random() < self.flip
+        )
 
     def train(self, q: Question, scope: str, round_: int) -> None:
         """Honest feedback on everything the question's retrieval showed (both pages), then Commit."""
@@ -405,10 +444,16 @@ class Service:
                 self.tally.flipped += 1
             self.tally.used += used
             self.tally.irrelevant += not used
-            entries.append(pb.MemoryFeedbackEntry(memory_id=item.memory_id, assessment=(
-                pb.MEMORY_ASSESSMENT_USED if used else pb.MEMORY_ASSESSMENT_IRRELEVANT)))
-        record = self.stub.Feedback(pb.FeedbackRequest(retrieval_id=r.retrieval_id, memory_feedback=entries,
-                                                       coverage=pb.COVERAGE_COMPLETE), timeout=RPC_TIMEOUT).record
+            entries.append(
+                pb.MemoryFeedbackEntry(
+                    memory_id=item.memory_id,
+                    assessment=(pb.MEMORY_ASSESSMENT_USED if used else pb.MEMORY_ASSESSMENT_IRRELEVANT),
+                )
+            )
+        record = self.stub.Feedback(
+            pb.FeedbackRequest(retrieval_id=r.retrieval_id, memory_feedback=entries, coverage=pb.COVERAGE_COMPLETE),
+            timeout=RPC_TIMEOUT,
+        ).record
         self.tally.calls += 1
         self.tally.rejected += len(record.rejected)
         self.tally.strengthened += len(record.applied.strengthened)
@@ -433,16 +478,21 @@ def bm25_baseline(conversations: list[Conversation]) -> tuple[list[Outcome], lis
     for conv in conversations:
         texts = [t.content for t in conv.turns]
         retriever = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
-        retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False),
-                        show_progress=False)
+        retriever.index(
+            bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False
+        )
         k = min(DEPTH, len(texts))
         for q in conv.questions:
             query = bm25s.tokenize([q.text], stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False)
             docs, scores = retriever.retrieve(query, k=k, show_progress=False)
             turns = [conv.turns[i] for i in docs[0]]
             plain.append(score(q, [Ranked(t.dia_id, frozenset({t.dia_id}), t.content) for t in turns]))
-            dated.append(score(q, [Ranked(t.dia_id, frozenset({t.dia_id}), f"{t.content} {render_date(t.occurred)}")
-                                   for t in turns]))
+            dated.append(
+                score(
+                    q,
+                    [Ranked(t.dia_id, frozenset({t.dia_id}), f"{t.content} {render_date(t.occurred)}") for t in turns],
+                )
+            )
     return plain, dated
 
 
@@ -523,17 +573,22 @@ def learn_table(run: Run) -> str:
     for round_, outcomes in sorted(run.learn.items()):
         for half in ("train", "test"):
             f = figures([o for o in outcomes if o.question.split == half], ks)
-            out += f"| {round_} | {half} | {f.n} | " + " | ".join(share(f.evidence[k]) for k in ks) + \
-                f" | {share(f.keyword10)} |\n"
+            out += (
+                f"| {round_} | {half} | {f.n} | "
+                + " | ".join(share(f.evidence[k]) for k in ks)
+                + f" | {share(f.keyword10)} |\n"
+            )
     return out
 
 
 def git_commit() -> str:
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
-                               capture_output=True, text=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True, text=True
+        ).stdout.strip()
         return head + (" (with uncommitted changes)" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -542,44 +597,63 @@ def git_commit() -> str:
 def summary(run: Run, args: argparse.Namespace, conversations: list[Conversation]) -> str:
     lat = sorted(run.latencies)
     n_turns = sum(len(c.turns) for c in conversations)
-    out = [f"retrieval_policy_version `{run.policy}`; {len(run.round0)} questions over {len(conversations)} "
-           f"conversation(s) ({', '.join(c.stem for c in conversations)}), {n_turns} turns "
-           f"({run.matched} matched an earlier identical turn).\n",
-           f"Activate latency (client wall time) p50 {pct(lat, 0.5) * 1000:.1f} ms, p95 {pct(lat, 0.95) * 1000:.1f} ms; "
-           f"memories returned per question {run.returned_total / max(1, len(run.round0)):.1f}, "
-           f"{run.returned_dated / max(1, run.returned_total):.0%} of them with occurred_at set.\n",
-           "Time: " + ", ".join(f"{k} {v:.1f} s" for k, v in run.seconds.items()) + ".\n",
-           "### Slowave\n", table(by_category(run.round0))]
+    out = [
+        f"retrieval_policy_version `{run.policy}`; {len(run.round0)} questions over {len(conversations)} "
+        f"conversation(s) ({', '.join(c.stem for c in conversations)}), {n_turns} turns "
+        f"({run.matched} matched an earlier identical turn).\n",
+        f"Activate latency (client wall time) p50 {pct(lat, 0.5) * 1000:.1f} ms, p95 {pct(lat, 0.95) * 1000:.1f} ms; "
+        f"memories returned per question {run.returned_total / max(1, len(run.round0)):.1f}, "
+        f"{run.returned_dated / max(1, run.returned_total):.0%} of them with occurred_at set.\n",
+        "Time: " + ", ".join(f"{k} {v:.1f} s" for k, v in run.seconds.items()) + ".\n",
+        "### Slowave\n",
+        table(by_category(run.round0)),
+    ]
     if run.baseline is not None:
-        out += ["### Plain BM25 (in-process baseline)\n", table(by_category(run.baseline)),
-                f"keyword@10 over the turns' contents alone (no API, so no dates); with their session dates added "
-                f"as the service's memories carry them: {figures(run.baseline_dated).keyword10:.3f}.\n"]
+        out += [
+            "### Plain BM25 (in-process baseline)\n",
+            table(by_category(run.baseline)),
+            f"keyword@10 over the turns' contents alone (no API, so no dates); with their session dates added "
+            f"as the service's memories carry them: {figures(run.baseline_dated).keyword10:.3f}.\n",
+        ]
         rows = [("Slowave", figures(run.round0)), ("BM25", figures(run.baseline))]
         out += ["### Side by side\n", table(rows, first="system")]
     if run.learn:
         flip = f", {args.flip:.0%} of labels flipped (seed {args.seed})" if args.flip else ""
-        out += [f"### Learning probe (train = even, test = odd scored questions per conversation{flip})\n",
-                learn_table(run)]
+        out += [
+            f"### Learning probe (train = even, test = odd scored questions per conversation{flip})\n",
+            learn_table(run),
+        ]
         t = run.tally
-        out.append(f"Feedback: {t.calls} calls, entries used {t.used}, irrelevant {t.irrelevant} (flipped {t.flipped}), "
-                   f"rejected {t.rejected}; strengthened {t.strengthened}, weakened {t.weakened}.\n")
+        out.append(
+            f"Feedback: {t.calls} calls, entries used {t.used}, irrelevant {t.irrelevant} (flipped {t.flipped}), "
+            f"rejected {t.rejected}; strengthened {t.strengthened}, weakened {t.weakened}.\n"
+        )
     return "\n".join(out)
 
 
 def markdown(run: Run, args: argparse.Namespace, conversations: list[Conversation], command: str) -> str:
-    server = f"`--target {args.target}`" if args.target else (
-        "own `slowave-server`, `make serve` defaults" + (
-            " plus " + ", ".join(f"`{k}={v}`" for k, v in args.server_env.items()) if args.server_env else ""))
-    return "\n".join([
-        "# LoCoMo retrieval quality (development half)\n",
-        f"Command: `{command}`  \nDate: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC  \n"
-        f"Git commit: `{git_commit()}`  \nServer: {server}  \nretrieval_policy_version: `{run.policy}`\n",
-        "Protocol of ../shared/data/locomo-dev/README.md (see bench/locomo.py's docstring): every turn one `fact` "
-        "memory with its session date as `occurred_at`, one scope per conversation; per question one Activate "
-        "(page_size 10) plus one continuation page. evidence@k = share of questions with an evidence turn among the "
-        "first k memories; keyword@10 = share whose answer words (stop words removed) are at least half present in "
-        "the first 10 memories' text and dates. Figures only: no question or turn text.\n",
-        "## Results\n", summary(run, args, conversations)])
+    server = (
+        f"`--target {args.target}`"
+        if args.target
+        else (
+            "own `slowave-server`, `make serve` defaults"
+            + (" plus " + ", ".join(f"`{k}={v}`" for k, v in args.server_env.items()) if args.server_env else "")
+        )
+    )
+    return "\n".join(
+        [
+            "# LoCoMo retrieval quality (development half)\n",
+            f"Command: `{command}`  \nDate: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC  \n"
+            f"Git commit: `{git_commit()}`  \nServer: {server}  \nretrieval_policy_version: `{run.policy}`\n",
+            "Protocol of ../shared/data/locomo-dev/README.md (see bench/locomo.py's docstring): every turn one `fact` "
+            "memory with its session date as `occurred_at`, one scope per conversation; per question one Activate "
+            "(page_size 10) plus one continuation page. evidence@k = share of questions with an evidence turn among the "
+            "first k memories; keyword@10 = share whose answer words (stop words removed) are at least half present in "
+            "the first 10 memories' text and dates. Figures only: no question or turn text.\n",
+            "## Results\n",
+            summary(run, args, conversations),
+        ]
+    )
 
 
 # ------------------------------------------------------------------------------------ main
@@ -604,10 +678,18 @@ def parse_env(text: str) -> tuple[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"LoCoMo dev directory (default {DEFAULT_DATA})")
+    parser.add_argument(
+        "--data", type=Path, default=DEFAULT_DATA, help=f"LoCoMo dev directory (default {DEFAULT_DATA})"
+    )
     parser.add_argument("--target", metavar="HOST:PORT", help="use this running server instead of starting one")
-    parser.add_argument("--server-env", metavar="KEY=VALUE", type=parse_env, action="append", default=[],
-                        help="extra environment of the started server (repeatable; for A/B runs)")
+    parser.add_argument(
+        "--server-env",
+        metavar="KEY=VALUE",
+        type=parse_env,
+        action="append",
+        default=[],
+        help="extra environment of the started server (repeatable; for A/B runs)",
+    )
     parser.add_argument("--conversations", help="comma-separated file stems, e.g. 26,41 (default: all)")
     parser.add_argument("--limit", type=int, help="scored questions per conversation (the first N)")
     parser.add_argument("--learn", action="store_true", help="run the learning probe")

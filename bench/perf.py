@@ -39,6 +39,7 @@ databases there); `--postgres auto` starts a throwaway cluster from the machine'
     python bench/perf.py --quick         # 1k and 5k, short phases: bench/results/perf-quick.{md,png}
     python bench/perf.py --postgres auto
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,7 +58,7 @@ import traceback
 import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
@@ -65,10 +66,19 @@ import grpc
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 from harness import (  # noqa: E402
-    ECHO_METHOD, REPO, RESULTS, EchoProcess, PreloadStream, ServerProcess, claim, cpu_seconds, load, memory_of, pct,
+    ECHO_METHOD,
+    REPO,
+    RESULTS,
+    EchoProcess,
+    PreloadStream,
+    ServerProcess,
+    claim,
+    cpu_seconds,
+    load,
+    memory_of,
+    pct,
     service_cue,
 )
-
 from slowave.v1 import memory_service_pb2 as pb  # noqa: E402
 from slowave.v1 import memory_service_pb2_grpc as pb_grpc  # noqa: E402
 from slowave.v1 import resources_pb2 as res  # noqa: E402
@@ -92,8 +102,11 @@ SUMMARIES = (
     "Completed the task using the on-call notes of the service.",
 )
 TARGETS_TEXT = {
-    "p50": "Activate p50 ≤ 5 ms", "p99": "Activate p99 ≤ 20 ms", "growth": "Activate p50 growth ≤ 1.5×",
-    "cycle": "full-cycle calls/s ≥ 40 % of the bare echo", "batch": "batch Remember ≥ 2,000 memories/s",
+    "p50": "Activate p50 ≤ 5 ms",
+    "p99": "Activate p99 ≤ 20 ms",
+    "growth": "Activate p50 growth ≤ 1.5×",
+    "cycle": "full-cycle calls/s ≥ 40 % of the bare echo",
+    "batch": "batch Remember ≥ 2,000 memories/s",
     "rss": "server RSS ≤ 300 MB",
 }
 
@@ -133,7 +146,7 @@ class Recorder:
     def inside(self, t: float) -> bool:
         return self.begin <= t < self.end
 
-    def call(self, name: str | None, method, request, timeout: float = RPC_TIMEOUT):  # noqa: ANN001, ANN201
+    def call(self, name: str | None, method, request, timeout: float = RPC_TIMEOUT):
         t = time.perf_counter()
         try:
             response = method(request, timeout=timeout)
@@ -154,24 +167,52 @@ class Recorder:
         return response
 
 
-def _commit(stub: pb_grpc.MemoryServiceStub, rec: Recorder, name: str | None, session_id: str, cue: str,
-            rng: random.Random) -> None:
-    rec.call(name, stub.Commit, pb.CommitRequest(
-        session_id=session_id, final_goal=cue, outcome=res.OUTCOME_SUCCESS, outcome_summary=rng.choice(SUMMARIES),
-        verification=pb.Verification(status=res.VERIFICATION_STATUS_VERIFIED, summary="Checked by the perf client."),
-        trajectory=[
-            pb.TrajectoryEntry(kind=pb.TRAJECTORY_KIND_ACTION, summary=f"Investigated: {cue}"[:1000],
-                               status=pb.TRAJECTORY_STATUS_SUCCEEDED),
-            pb.TrajectoryEntry(kind=pb.TRAJECTORY_KIND_OBSERVATION, summary="The notes answered the question.",
-                               status=pb.TRAJECTORY_STATUS_SUCCEEDED),
-        ]))
+def _commit(
+    stub: pb_grpc.MemoryServiceStub, rec: Recorder, name: str | None, session_id: str, cue: str, rng: random.Random
+) -> None:
+    rec.call(
+        name,
+        stub.Commit,
+        pb.CommitRequest(
+            session_id=session_id,
+            final_goal=cue,
+            outcome=res.OUTCOME_SUCCESS,
+            outcome_summary=rng.choice(SUMMARIES),
+            verification=pb.Verification(
+                status=res.VERIFICATION_STATUS_VERIFIED, summary="Checked by the perf client."
+            ),
+            trajectory=[
+                pb.TrajectoryEntry(
+                    kind=pb.TRAJECTORY_KIND_ACTION,
+                    summary=f"Investigated: {cue}"[:1000],
+                    status=pb.TRAJECTORY_STATUS_SUCCEEDED,
+                ),
+                pb.TrajectoryEntry(
+                    kind=pb.TRAJECTORY_KIND_OBSERVATION,
+                    summary="The notes answered the question.",
+                    status=pb.TRAJECTORY_STATUS_SUCCEEDED,
+                ),
+            ],
+        ),
+    )
 
 
-def _close(stub: pb_grpc.MemoryServiceStub, rec: Recorder, retrieval_ids: list[str], session_id: str, cue: str,
-           rng: random.Random) -> None:
+def _close(
+    stub: pb_grpc.MemoryServiceStub,
+    rec: Recorder,
+    retrieval_ids: list[str],
+    session_id: str,
+    cue: str,
+    rng: random.Random,
+) -> None:
     """Complete feedback for every retrieval of the session (one batch call), then Commit; not timed."""
-    rec.call(None, stub.Feedback, pb.FeedbackRequest(items=[
-        pb.FeedbackItem(retrieval_id=r, coverage=pb.COVERAGE_COMPLETE) for r in retrieval_ids]))
+    rec.call(
+        None,
+        stub.Feedback,
+        pb.FeedbackRequest(
+            items=[pb.FeedbackItem(retrieval_id=r, coverage=pb.COVERAGE_COMPLETE) for r in retrieval_ids]
+        ),
+    )
     _commit(stub, rec, None, session_id, cue, rng)
 
 
@@ -195,11 +236,24 @@ def _worker(spec: ClientSpec, tid: int, channel: grpc.Channel, rec: Recorder, go
                 continue
             if spec.kind == "cycle":
                 a = _activate(stub, rec, "Activate", cue)
-                entries = [pb.MemoryFeedbackEntry(memory_id=a.memories[0].memory_id,
-                                                  assessment=pb.MEMORY_ASSESSMENT_USED,
-                                                  effect=res.EFFECT_HELPED)] if a.memories else []
-                rec.call("Feedback", stub.Feedback, pb.FeedbackRequest(
-                    retrieval_id=a.retrieval_id, memory_feedback=entries, coverage=pb.COVERAGE_COMPLETE))
+                entries = (
+                    [
+                        pb.MemoryFeedbackEntry(
+                            memory_id=a.memories[0].memory_id,
+                            assessment=pb.MEMORY_ASSESSMENT_USED,
+                            effect=res.EFFECT_HELPED,
+                        )
+                    ]
+                    if a.memories
+                    else []
+                )
+                rec.call(
+                    "Feedback",
+                    stub.Feedback,
+                    pb.FeedbackRequest(
+                        retrieval_id=a.retrieval_id, memory_feedback=entries, coverage=pb.COVERAGE_COMPLETE
+                    ),
+                )
                 _commit(stub, rec, "Commit", a.session_id, cue, rng)
                 rec.units += rec.inside(started)
                 continue
@@ -209,17 +263,27 @@ def _worker(spec: ClientSpec, tid: int, channel: grpc.Channel, rec: Recorder, go
                 for _ in range(RECALLS_PER_SESSION):
                     if time.perf_counter() >= rec.end:
                         break
-                    r = rec.call("Recall", stub.Recall, pb.RecallRequest(session_id=a.session_id, scope=SCOPE,
-                                                                         query=rng.choice(spec.cues)))
+                    r = rec.call(
+                        "Recall",
+                        stub.Recall,
+                        pb.RecallRequest(session_id=a.session_id, scope=SCOPE, query=rng.choice(spec.cues)),
+                    )
                     retrievals.append(r.retrieval_id)
             elif spec.kind == "remember":
                 for _ in range(REMEMBERS_PER_SESSION):
                     if time.perf_counter() >= rec.end:
                         break
                     n += 1
-                    rec.call("Remember", stub.Remember, pb.RememberRequest(
-                        session_id=a.session_id, scope=SCOPE, content=claim(rng, f"{spec.tag}-{spec.proc}-{tid}-{n}"),
-                        type=res.MEMORY_TYPE_FACT))
+                    rec.call(
+                        "Remember",
+                        stub.Remember,
+                        pb.RememberRequest(
+                            session_id=a.session_id,
+                            scope=SCOPE,
+                            content=claim(rng, f"{spec.tag}-{spec.proc}-{tid}-{n}"),
+                            type=res.MEMORY_TYPE_FACT,
+                        ),
+                    )
             elif spec.kind == "batch":
                 for _ in range(BATCHES_PER_SESSION):
                     if time.perf_counter() >= rec.end:
@@ -227,18 +291,24 @@ def _worker(spec: ClientSpec, tid: int, channel: grpc.Channel, rec: Recorder, go
                     items = []
                     for _ in range(BATCH):
                         n += 1
-                        items.append(pb.RememberItem(content=claim(rng, f"{spec.tag}-{spec.proc}-{tid}-{n}"),
-                                                     type=res.MEMORY_TYPE_FACT))
+                        items.append(
+                            pb.RememberItem(
+                                content=claim(rng, f"{spec.tag}-{spec.proc}-{tid}-{n}"), type=res.MEMORY_TYPE_FACT
+                            )
+                        )
                     t = time.perf_counter()
-                    rec.call("BatchRemember", stub.Remember, pb.RememberRequest(
-                        session_id=a.session_id, scope=SCOPE, memories=items))
+                    rec.call(
+                        "BatchRemember",
+                        stub.Remember,
+                        pb.RememberRequest(session_id=a.session_id, scope=SCOPE, memories=items),
+                    )
                     rec.units += BATCH * rec.inside(t)
             _close(stub, rec, retrievals, a.session_id, cue, rng)
         except grpc.RpcError:
             time.sleep(0.01)  # counted by the recorder; the session is abandoned
 
 
-def client_process(spec: ClientSpec, barrier, results) -> None:  # noqa: ANN001
+def client_process(spec: ClientSpec, barrier, results) -> None:
     """One client process: `spec.threads` closed-loop callers sharing one channel."""
     try:
         channel = grpc.insecure_channel(spec.address)
@@ -259,8 +329,12 @@ def client_process(spec: ClientSpec, barrier, results) -> None:  # noqa: ANN001
         go.set()
         for t in threads:
             t.join()
-        merged: dict = {"latencies": defaultdict(list), "bytes": defaultdict(lambda: [0, 0]), "errors": Counter(),
-                        "units": 0}
+        merged: dict = {
+            "latencies": defaultdict(list),
+            "bytes": defaultdict(lambda: [0, 0]),
+            "errors": Counter(),
+            "units": 0,
+        }
         for rec in recorders:
             for k, v in rec.latencies.items():
                 merged["latencies"][k] += v
@@ -270,9 +344,15 @@ def client_process(spec: ClientSpec, barrier, results) -> None:  # noqa: ANN001
             merged["errors"].update(rec.errors)
             merged["units"] += rec.units
         channel.close()
-        results.put({"latencies": dict(merged["latencies"]), "bytes": dict(merged["bytes"]),
-                     "errors": dict(merged["errors"]), "units": merged["units"]})
-    except BaseException:  # noqa: BLE001 - reported to the parent
+        results.put(
+            {
+                "latencies": dict(merged["latencies"]),
+                "bytes": dict(merged["bytes"]),
+                "errors": dict(merged["errors"]),
+                "units": merged["units"],
+            }
+        )
+    except BaseException:
         barrier.abort()
         results.put({"failure": traceback.format_exc()})
 
@@ -301,8 +381,14 @@ class PhaseResult:
         values = sorted(self.latencies.get(rpc, []))
         if not values:
             return None
-        return {"n": len(values), "p50": pct(values, 0.50), "p95": pct(values, 0.95), "p99": pct(values, 0.99),
-                "mean": statistics.fmean(values), "calls_s": len(values) / self.seconds}
+        return {
+            "n": len(values),
+            "p50": pct(values, 0.50),
+            "p95": pct(values, 0.95),
+            "p99": pct(values, 0.99),
+            "mean": statistics.fmean(values),
+            "calls_s": len(values) / self.seconds,
+        }
 
     def mean_bytes(self, rpc: str) -> tuple[float, float]:
         """Mean request and response size of the timed calls of `rpc`."""
@@ -317,17 +403,32 @@ class PhaseResult:
         return total / 2 / calls if calls else 0.0
 
 
-def run_phase(ctx, kind: str, address: str, concurrency: int, args: argparse.Namespace, cues: list[str],  # noqa: ANN001
-              tag: str, warmup: float | None = None, payload: int = 0, server_pid: int | None = None) -> PhaseResult:
+def run_phase(
+    ctx,
+    kind: str,
+    address: str,
+    concurrency: int,
+    args: argparse.Namespace,
+    cues: list[str],
+    tag: str,
+    warmup: float | None = None,
+    payload: int = 0,
+    server_pid: int | None = None,
+) -> PhaseResult:
     """Spawns the client processes, releases them together, merges what they measured."""
     t0 = time.perf_counter()
     procs = max(1, min(args.client_procs, concurrency))
     shares = [concurrency // procs + (i < concurrency % procs) for i in range(procs)]
     barrier, results = ctx.Barrier(procs + 1), ctx.Queue()
     warm = args.warmup if warmup is None else warmup
-    children = [ctx.Process(target=client_process, daemon=True, args=(
-        ClientSpec(kind, address, n, warm, args.seconds, cues, i, tag, payload), barrier, results))
-        for i, n in enumerate(shares)]
+    children = [
+        ctx.Process(
+            target=client_process,
+            daemon=True,
+            args=(ClientSpec(kind, address, n, warm, args.seconds, cues, i, tag, payload), barrier, results),
+        )
+        for i, n in enumerate(shares)
+    ]
     for c in children:
         c.start()
     try:
@@ -359,7 +460,7 @@ def run_phase(ctx, kind: str, address: str, concurrency: int, args: argparse.Nam
     return merged
 
 
-def _collect(results, children: list, deadline: float) -> list[dict]:  # noqa: ANN001
+def _collect(results, children: list, deadline: float) -> list[dict]:
     """One report per child; a child that exits without one (killed) or the deadline fails the phase."""
     import queue
 
@@ -386,8 +487,10 @@ def describe_phase(p: PhaseResult) -> str:
     for rpc in (*RPCS, "Echo"):
         s = p.summary(rpc)
         if s:
-            parts.append(f"{LABELS.get(rpc, rpc)} p50 {s['p50']:.2f} p95 {s['p95']:.2f} p99 {s['p99']:.2f} ms "
-                         f"({s['calls_s']:.0f}/s)")
+            parts.append(
+                f"{LABELS.get(rpc, rpc)} p50 {s['p50']:.2f} p95 {s['p95']:.2f} p99 {s['p99']:.2f} ms "
+                f"({s['calls_s']:.0f}/s)"
+            )
     if p.kind == "cycle":
         parts.append(f"{p.units / p.seconds:.1f} cycles/s, {p.calls_per_s():.0f} calls/s")
     if p.kind == "batch":
@@ -414,8 +517,11 @@ class Preload:
 
 
 def server_env(args: argparse.Namespace, url: str) -> dict[str, str]:
-    return {"SLOWAVE_DATABASE_URL": url, "SLOWAVE_MAX_WORKERS": str(args.workers),
-            "SLOWAVE_MAX_CONCURRENT_RPCS": str(args.max_concurrent_rpcs)}
+    return {
+        "SLOWAVE_DATABASE_URL": url,
+        "SLOWAVE_MAX_WORKERS": str(args.workers),
+        "SLOWAVE_MAX_CONCURRENT_RPCS": str(args.max_concurrent_rpcs),
+    }
 
 
 def grow(args: argparse.Namespace, stream: PreloadStream, url: str, have: int, size: int, workdir: Path) -> Preload:
@@ -427,7 +533,7 @@ def grow(args: argparse.Namespace, stream: PreloadStream, url: str, have: int, s
         rate = load(pb_grpc.MemoryServiceStub(channel), SCOPE, items, batch=BATCH, check=True)
         seconds = time.perf_counter() - t
         hwm = memory_of(server.process.pid)["VmHWM"]
-    return Preload(size, have, rate, seconds, hwm, f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC")
+    return Preload(size, have, rate, seconds, hwm, f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
 
 
 def _copy_sqlite(src: Path, dst: Path) -> None:
@@ -536,8 +642,17 @@ class PostgresStores:
 
     def _conninfo(self, database: str | None = None) -> dict:
         u = self.admin_url
-        return {k: v for k, v in {"host": u.host or "127.0.0.1", "port": u.port, "user": u.username,
-                                  "password": u.password, "dbname": database or u.database or "postgres"}.items() if v}
+        return {
+            k: v
+            for k, v in {
+                "host": u.host or "127.0.0.1",
+                "port": u.port,
+                "user": u.username,
+                "password": u.password,
+                "dbname": database or u.database or "postgres",
+            }.items()
+            if v
+        }
 
     def _exec(self, sql: str) -> str | None:
         import psycopg
@@ -576,7 +691,7 @@ class PostgresStores:
         for name in list(self.databases):
             try:
                 self._exec(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 log(f"could not drop {name}: {exc}")
         if self.cluster is not None:
             self.cluster.destroy()
@@ -600,15 +715,18 @@ def cue_mix(stream: PreloadStream, count: int = 3000) -> tuple[list[str], list[t
     """Task cues: one third each corpus paraphrase queries, corpus naming queries, service questions."""
     corpus = stream.corpus()
     pools = {
-        "corpus paraphrase query (other words than its gold memory)":
-            sorted({q.text for q in corpus.queries if q.family == "paraphrase"}),
-        "corpus naming query (names an identifier: ticket, port, date, version, person)":
-            sorted({q.text for q in corpus.queries if q.family == "naming"}),
+        "corpus paraphrase query (other words than its gold memory)": sorted(
+            {q.text for q in corpus.queries if q.family == "paraphrase"}
+        ),
+        "corpus naming query (names an identifier: ticket, port, date, version, person)": sorted(
+            {q.text for q in corpus.queries if q.family == "naming"}
+        ),
     }
     rng = random.Random(stream.seed)
     services = [service_cue(rng) for _ in range(count)]
-    pools["service question (bench/scale.py's mix: a service name and common words of the templated claims)"] = \
-        sorted(set(services))
+    pools["service question (bench/scale.py's mix: a service name and common words of the templated claims)"] = sorted(
+        set(services)
+    )
     cues, mix = [], []
     names = list(pools)
     for i in range(count):
@@ -620,8 +738,9 @@ def cue_mix(stream: PreloadStream, count: int = 3000) -> tuple[list[str], list[t
     return cues, mix
 
 
-def measure_size(ctx, args: argparse.Namespace, stores, size: int, preload: Preload, cues: list[str],  # noqa: ANN001
-                 tmp: Path) -> SizeResult:
+def measure_size(
+    ctx, args: argparse.Namespace, stores, size: int, preload: Preload, cues: list[str], tmp: Path
+) -> SizeResult:
     workdir = tmp / f"measure-{size}"
     workdir.mkdir(parents=True, exist_ok=True)
     url = stores.working(size, workdir)
@@ -632,14 +751,24 @@ def measure_size(ctx, args: argparse.Namespace, stores, size: int, preload: Prel
             log(f"  server up in {time.perf_counter() - t0:.1f} s (pid {server.process.pid})")
             with grpc.insecure_channel(server.address) as channel:
                 probe = pb_grpc.MemoryServiceStub(channel).Activate(
-                    pb.ActivateRequest(task=cues[0], initial_goal="probe", scope=SCOPE), timeout=RPC_TIMEOUT)
+                    pb.ActivateRequest(task=cues[0], initial_goal="probe", scope=SCOPE), timeout=RPC_TIMEOUT
+                )
                 result.policy = probe.retrieval_policy_version  # (the probe session stays open: no reaper)
             first = True
             for kind in KINDS:
                 for c in args.concurrency:
                     tag = f"s{size}-{kind}-c{c}"
-                    phase = run_phase(ctx, kind, server.address, c, args, cues, tag,
-                                      warmup=args.warmup * 2 if first else None, server_pid=server.process.pid)
+                    phase = run_phase(
+                        ctx,
+                        kind,
+                        server.address,
+                        c,
+                        args,
+                        cues,
+                        tag,
+                        warmup=args.warmup * 2 if first else None,
+                        server_pid=server.process.pid,
+                    )
                     first = False
                     result.phases[(kind, c)] = phase
                     if kind == "remember":
@@ -655,13 +784,22 @@ def measure_size(ctx, args: argparse.Namespace, stores, size: int, preload: Prel
     return result
 
 
-def measure_echo(ctx, args: argparse.Namespace, payload: int, tmp: Path) -> tuple[dict[int, PhaseResult], int]:  # noqa: ANN001
+def measure_echo(ctx, args: argparse.Namespace, payload: int, tmp: Path) -> tuple[dict[int, PhaseResult], int]:
     phases = {}
     with EchoProcess(tmp, args.workers, args.max_concurrent_rpcs) as echo:
         for c in args.concurrency:
-            phases[c] = run_phase(ctx, "echo", echo.address, c, args, ["-"], f"echo-c{c}", payload=payload,
-                                  warmup=args.warmup * 2 if c == args.concurrency[0] else None,
-                                  server_pid=echo.process.pid)
+            phases[c] = run_phase(
+                ctx,
+                "echo",
+                echo.address,
+                c,
+                args,
+                ["-"],
+                f"echo-c{c}",
+                payload=payload,
+                warmup=args.warmup * 2 if c == args.concurrency[0] else None,
+                server_pid=echo.process.pid,
+            )
             log(describe_phase(phases[c]))
         hwm = memory_of(echo.process.pid)["VmHWM"]
     return phases, hwm
@@ -690,10 +828,14 @@ def verdict(ok: bool) -> str:
     return "**pass**" if ok else "**miss**"
 
 
-def targets(sizes: list[SizeResult], echo: dict[int, PhaseResult], c_low: int, quick: bool) -> list[tuple[str, str, str]]:
+def targets(
+    sizes: list[SizeResult], echo: dict[int, PhaseResult], c_low: int, quick: bool
+) -> list[tuple[str, str, str]]:
     """(target, measured, pass/miss) rows; evaluated at the largest size measured."""
     big = sizes[-1]
-    at = size_label(big.size) + (" (quick run; the targets are stated for 100k)" if quick or big.size != 100_000 else "")
+    at = size_label(big.size) + (
+        " (quick run; the targets are stated for 100k)" if quick or big.size != 100_000 else ""
+    )
     rows = []
     act = big.phases[("cycle", c_low)].summary("Activate")
     rows.append((f"{TARGETS_TEXT['p50']} at {at}, c={c_low}", f"{act['p50']:.2f} ms", verdict(act["p50"] <= 5)))
@@ -701,54 +843,99 @@ def targets(sizes: list[SizeResult], echo: dict[int, PhaseResult], c_low: int, q
     if len(sizes) >= 2:
         prev = sizes[-2].phases[("cycle", c_low)].summary("Activate")
         g = act["p50"] / prev["p50"]
-        rows.append((f"{TARGETS_TEXT['growth']} from {size_label(sizes[-2].size)} to {size_label(big.size)}, c={c_low}",
-                     f"{prev['p50']:.2f} → {act['p50']:.2f} ms = {g:.2f}×", verdict(g <= 1.5)))
+        rows.append(
+            (
+                f"{TARGETS_TEXT['growth']} from {size_label(sizes[-2].size)} to {size_label(big.size)}, c={c_low}",
+                f"{prev['p50']:.2f} → {act['p50']:.2f} ms = {g:.2f}×",
+                verdict(g <= 1.5),
+            )
+        )
     for c, e in echo.items():
         cyc = big.phases[("cycle", c)]
         share = cyc.calls_per_s() / e.calls_per_s("Echo")
-        rows.append((f"{TARGETS_TEXT['cycle']} at {at}, c={c}",
-                     f"{cyc.calls_per_s():,.0f} vs {e.calls_per_s('Echo'):,.0f} calls/s = {100 * share:.0f} %",
-                     verdict(share >= 0.40)))
+        rows.append(
+            (
+                f"{TARGETS_TEXT['cycle']} at {at}, c={c}",
+                f"{cyc.calls_per_s():,.0f} vs {e.calls_per_s('Echo'):,.0f} calls/s = {100 * share:.0f} %",
+                verdict(share >= 0.40),
+            )
+        )
     if big.preload.size > big.preload.start:
         p = big.preload
         note = f", store built {p.when}, reused from the cache" if p.cached else ""
-        rows.append((f"{TARGETS_TEXT['batch']}: preload {size_label(p.start) if p.start else '0'} → "
-                     f"{size_label(p.size)}, one client, batches of {BATCH}{note}",
-                     f"{p.rate:,.0f} memories/s", verdict(p.rate >= 2000)))
+        rows.append(
+            (
+                f"{TARGETS_TEXT['batch']}: preload {size_label(p.start) if p.start else '0'} → "
+                f"{size_label(p.size)}, one client, batches of {BATCH}{note}",
+                f"{p.rate:,.0f} memories/s",
+                verdict(p.rate >= 2000),
+            )
+        )
     for c in echo:
         b = big.phases[("batch", c)]
-        rows.append((f"{TARGETS_TEXT['batch']}: batch phase at {at}, c={c}", f"{b.units / b.seconds:,.0f} memories/s",
-                     verdict(b.units / b.seconds >= 2000)))
-    rows.append((f"{TARGETS_TEXT['rss']} at {at} (peak, VmHWM, after all phases)", f"{mb(big.vmhwm)} MB",
-                 verdict(big.vmhwm <= 300 * 2**20)))
+        rows.append(
+            (
+                f"{TARGETS_TEXT['batch']}: batch phase at {at}, c={c}",
+                f"{b.units / b.seconds:,.0f} memories/s",
+                verdict(b.units / b.seconds >= 2000),
+            )
+        )
+    rows.append(
+        (
+            f"{TARGETS_TEXT['rss']} at {at} (peak, VmHWM, after all phases)",
+            f"{mb(big.vmhwm)} MB",
+            verdict(big.vmhwm <= 300 * 2**20),
+        )
+    )
     return rows
 
 
-def report(args: argparse.Namespace, stores, sizes: list[SizeResult], echo: dict[int, PhaseResult], echo_hwm: int,  # noqa: ANN001
-           payload: int, mix: list, elapsed: float) -> str:
+def report(
+    args: argparse.Namespace,
+    stores,
+    sizes: list[SizeResult],
+    echo: dict[int, PhaseResult],
+    echo_hwm: int,
+    payload: int,
+    mix: list,
+    elapsed: float,
+) -> str:
     c_low = min(args.concurrency)
     lines = [
-        "# Slowave performance: per-RPC latency, cycle throughput, batch Remember, server memory", "",
+        "# Slowave performance: per-RPC latency, cycle throughput, batch Remember, server memory",
+        "",
         f"Generated by `bench/perf.py{' --quick' if args.quick else ''}` on "
-        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC in {elapsed / 60:.1f} min; machine: {platform.machine()}, "
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC in {elapsed / 60:.1f} min; machine: {platform.machine()}, "
         f"{os.cpu_count()} cores, Python {platform.python_version()}, grpcio {grpc.__version__}; "
         f"store: {stores.backend}{' ' + stores.version if getattr(stores, 'version', None) else ''}; "
         f"retrieval policy `{sizes[-1].policy}`. Server: `slowave-server` in its own process, "
         f"{args.workers} RPC threads (SLOWAVE_MAX_WORKERS), max {args.max_concurrent_rpcs} concurrent RPCs, "
         f"loopback. Clients: closed loop, {args.client_procs} client process(es) at most (spawned, one channel each, "
         f"callers spread over them), {args.warmup:g} s warm-up (doubled for the first phase of a server) then "
-        f"{args.seconds:g} s measured per phase; a call counts when it starts inside the window.", "",
-        "## Targets", "",
-        "| target | measured | result |", "|---|---|---|",
-        *(f"| {t} | {m} | {v} |" for t, m, v in targets(sizes, echo, c_low, args.quick)), "",
-        "## Latency per RPC (ms)", "",
+        f"{args.seconds:g} s measured per phase; a call counts when it starts inside the window.",
+        "",
+        "## Targets",
+        "",
+        "| target | measured | result |",
+        "|---|---|---|",
+        *(f"| {t} | {m} | {v} |" for t, m, v in targets(sizes, echo, c_low, args.quick)),
+        "",
+        "## Latency per RPC (ms)",
+        "",
         f"The ratio columns divide by the bare echo's percentile at the same concurrency (payload {payload:,} bytes "
-        "each way).", "",
+        "each way).",
+        "",
         "| memories | c | RPC | calls | calls/s | p50 | p95 | p99 | mean | p50 / echo | p99 / echo | bytes in / out |",
         "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    phase_of = {"Activate": "cycle", "Feedback": "cycle", "Commit": "cycle", "Recall": "recall",
-                "Remember": "remember", "BatchRemember": "batch"}
+    phase_of = {
+        "Activate": "cycle",
+        "Feedback": "cycle",
+        "Commit": "cycle",
+        "Recall": "recall",
+        "Remember": "remember",
+        "BatchRemember": "batch",
+    }
     for s in sizes:
         for c in args.concurrency:
             e = echo[c].summary("Echo")
@@ -757,17 +944,23 @@ def report(args: argparse.Namespace, stores, sizes: list[SizeResult], echo: dict
                 x = phase.summary(rpc)
                 if x:
                     size_in, size_out = phase.mean_bytes(rpc)
-                    lines.append(f"| {s.size:,} | {c} | {LABELS.get(rpc, rpc)} | {x['n']:,} | {x['calls_s']:,.1f} | "
-                                 f"{x['p50']:.2f} | {x['p95']:.2f} | {x['p99']:.2f} | {x['mean']:.2f} | "
-                                 f"{ratio(x['p50'], e['p50'])} | {ratio(x['p99'], e['p99'])} | "
-                                 f"{size_in:,.0f} / {size_out:,.0f} |")
+                    lines.append(
+                        f"| {s.size:,} | {c} | {LABELS.get(rpc, rpc)} | {x['n']:,} | {x['calls_s']:,.1f} | "
+                        f"{x['p50']:.2f} | {x['p95']:.2f} | {x['p99']:.2f} | {x['mean']:.2f} | "
+                        f"{ratio(x['p50'], e['p50'])} | {ratio(x['p99'], e['p99'])} | "
+                        f"{size_in:,.0f} / {size_out:,.0f} |"
+                    )
     for c in args.concurrency:
         e = echo[c].summary("Echo")
         size_in, size_out = echo[c].mean_bytes("Echo")
-        lines.append(f"| echo | {c} | bare gRPC echo | {e['n']:,} | {e['calls_s']:,.1f} | {e['p50']:.2f} | {e['p95']:.2f} | "
-                     f"{e['p99']:.2f} | {e['mean']:.2f} | 1.00× | 1.00× | {size_in:,.0f} / {size_out:,.0f} |")
+        lines.append(
+            f"| echo | {c} | bare gRPC echo | {e['n']:,} | {e['calls_s']:,.1f} | {e['p50']:.2f} | {e['p95']:.2f} | "
+            f"{e['p99']:.2f} | {e['mean']:.2f} | 1.00× | 1.00× | {size_in:,.0f} / {size_out:,.0f} |"
+        )
     lines += [
-        "", "## Throughput", "",
+        "",
+        "## Throughput",
+        "",
         "Full cycle = Activate → Feedback (first memory `used`, coverage COMPLETE) → Commit; its calls/s counts "
         "all three RPCs. Percentages are of the bare echo's calls/s at the same concurrency. Server CPU: the server "
         "process's user + system CPU time over the phase's wall time (warm-up and drain included); the machine has 2 cores, "
@@ -781,41 +974,59 @@ def report(args: argparse.Namespace, stores, sizes: list[SizeResult], echo: dict
         for c in args.concurrency:
             ec = echo[c].calls_per_s("Echo")
             cyc, rec, rem, bat = (s.phases[(k, c)] for k in KINDS)
-            lines.append(f"| {s.size:,} | {c} | {cyc.units / cyc.seconds:,.1f} | {cyc.calls_per_s():,.0f} | "
-                         f"{percent(cyc.calls_per_s(), ec)} | {cyc.server_cpu:.2f} | {rec.calls_per_s('Recall'):,.0f} | "
-                         f"{percent(rec.calls_per_s('Recall'), ec)} | {rem.calls_per_s('Remember'):,.0f} | "
-                         f"{percent(rem.calls_per_s('Remember'), ec)} | {bat.units / bat.seconds:,.0f} | "
-                         f"{bat.calls_per_s('BatchRemember'):,.1f} | {percent(bat.calls_per_s('BatchRemember'), ec)} |")
+            lines.append(
+                f"| {s.size:,} | {c} | {cyc.units / cyc.seconds:,.1f} | {cyc.calls_per_s():,.0f} | "
+                f"{percent(cyc.calls_per_s(), ec)} | {cyc.server_cpu:.2f} | {rec.calls_per_s('Recall'):,.0f} | "
+                f"{percent(rec.calls_per_s('Recall'), ec)} | {rem.calls_per_s('Remember'):,.0f} | "
+                f"{percent(rem.calls_per_s('Remember'), ec)} | {bat.units / bat.seconds:,.0f} | "
+                f"{bat.calls_per_s('BatchRemember'):,.1f} | {percent(bat.calls_per_s('BatchRemember'), ec)} |"
+            )
     for c in args.concurrency:
-        lines.append(f"| echo | {c} | | {echo[c].calls_per_s('Echo'):,.0f} | 100 % | {echo[c].server_cpu:.2f} | | | | | | | |")
+        lines.append(
+            f"| echo | {c} | | {echo[c].calls_per_s('Echo'):,.0f} | 100 % | {echo[c].server_cpu:.2f} | | | | | | | |"
+        )
     lines += [
-        "", "## Preload and server memory", "",
+        "",
+        "## Preload and server memory",
+        "",
         f"Preload: one client, one seeding session, batch Remember of {BATCH} memories per call over gRPC, growing "
         "the scope from the previous size. Server memory: the measuring server's VmHWM (peak resident set) after "
-        f"all phases of its size; the bare echo server peaked at {mb(echo_hwm)} MB.", "",
+        f"all phases of its size; the bare echo server peaked at {mb(echo_hwm)} MB.",
+        "",
         "| memories | preload | batch Remember while preloading (memories/s) | loading server VmHWM (MB) "
         "| measuring server VmHWM (MB) | × echo | VmRSS at end (MB) | memories the write phases added (timed calls) |",
         "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for s in sizes:
         p = s.preload
-        how = (f"cached, built {p.when}" if p.cached else "this run") + f": {p.start:,} → {p.size:,} in {p.seconds:.0f} s"
-        lines.append(f"| {s.size:,} | {how} | {p.rate:,.0f} | {mb(p.server_vmhwm)} | {mb(s.vmhwm)} | "
-                     f"{ratio(s.vmhwm, echo_hwm)} | {mb(s.vmrss)} | {s.added:,} |")
+        how = (
+            f"cached, built {p.when}" if p.cached else "this run"
+        ) + f": {p.start:,} → {p.size:,} in {p.seconds:.0f} s"
+        lines.append(
+            f"| {s.size:,} | {how} | {p.rate:,.0f} | {mb(p.server_vmhwm)} | {mb(s.vmhwm)} | "
+            f"{ratio(s.vmhwm, echo_hwm)} | {mb(s.vmrss)} | {s.added:,} |"
+        )
     errors = [(s.size, k, c, p.errors) for s in sizes for (k, c), p in s.phases.items() if p.errors]
     errors += [("echo", "echo", c, p.errors) for c, p in echo.items() if p.errors]
     lines += ["", "## Errors", ""]
     lines += [f"* {size} {k} c={c}: {e}" for size, k, c, e in errors] or ["None: every timed call succeeded."]
     lines += [
-        "", "## Workload", "",
+        "",
+        "## Workload",
+        "",
         "Store: ONE scope (`project:perf`) grown with the memories of the retrieval-quality corpus (bench/corpus.py: "
         "20 projects' decisions, constraints, lessons, preferences and facts, old and current claims of changing "
         "facts; shuffled) followed by templated claims (services, people, ports, versions, tickets; FACT), "
-        "so every size is a prefix of the next.", "",
-        "Task cues (Activate tasks and Recall queries), drawn uniformly from this mix:", "",
-        "| family | distinct cues | share of the drawn cues | examples |", "|---|---:|---:|---|",
-        *(f"| {name} | {n:,} | {100 * used / sum(m[2] for m in mix):.0f} % | {' / '.join(repr(x) for x in ex)} |"
-          for name, n, used, ex in mix),
+        "so every size is a prefix of the next.",
+        "",
+        "Task cues (Activate tasks and Recall queries), drawn uniformly from this mix:",
+        "",
+        "| family | distinct cues | share of the drawn cues | examples |",
+        "|---|---:|---:|---|",
+        *(
+            f"| {name} | {n:,} | {100 * used / sum(m[2] for m in mix):.0f} % | {' / '.join(repr(x) for x in ex)} |"
+            for name, n, used, ex in mix
+        ),
         "",
         f"Phases per size, in this order, each at concurrency {', '.join(map(str, args.concurrency))}: "
         "**cycle** (Activate → Feedback → Commit, all timed; commits carry one of 4 fixed outcome summaries and a "
@@ -823,7 +1034,8 @@ def report(args: argparse.Namespace, stores, sizes: list[SizeResult], echo: dict
         f"Feedback, Commit), **remember** (per session {REMEMBERS_PER_SESSION} timed single Remembers of new "
         f"claims), **batch** (per session {BATCHES_PER_SESSION} timed batch Remembers of {BATCH} new claims). "
         "Read phases come first, so Activate and Recall are measured at the preloaded size; the write phases "
-        "grow the throwaway copy by the memories counted above.", "",
+        "grow the throwaway copy by the memories counted above.",
+        "",
         "Echo ceiling: a bare grpcio server (`bench/harness.py echo`) in its own process, the same thread-pool "
         "size and concurrent-RPC limit, one unary method returning its request bytes; the payload is the mean "
         f"of request and response size over the cycle's calls at the largest size ({payload:,} bytes).",
@@ -840,8 +1052,14 @@ def plot(sizes: list[SizeResult], echo: dict[int, PhaseResult], args: argparse.N
     except ImportError:
         log("matplotlib is not installed (pip install -e '.[bench]'): no plot")
         return False
-    phase_of = {"Activate": "cycle", "Feedback": "cycle", "Commit": "cycle", "Recall": "recall",
-                "Remember": "remember", "BatchRemember": "batch"}
+    phase_of = {
+        "Activate": "cycle",
+        "Feedback": "cycle",
+        "Commit": "cycle",
+        "Recall": "recall",
+        "Remember": "remember",
+        "BatchRemember": "batch",
+    }
     fig, axes = plt.subplots(2, 3, figsize=(15, 8.5), sharex=True)
     xs = [s.size for s in sizes]
     colors = {"p50": "tab:blue", "p95": "tab:orange", "p99": "tab:red"}
@@ -870,8 +1088,10 @@ def plot(sizes: list[SizeResult], echo: dict[int, PhaseResult], args: argparse.N
         ax.set_xlabel("memories in the scope")
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=5, fontsize=8)
-    fig.suptitle("Slowave per-RPC latency against store size (closed loop, "
-                 f"{' / '.join(f'c={c}' for c in args.concurrency)} callers; grey: bare gRPC echo p50)")
+    fig.suptitle(
+        "Slowave per-RPC latency against store size (closed loop, "
+        f"{' / '.join(f'c={c}' for c in args.concurrency)} callers; grey: bare gRPC echo p50)"
+    )
     fig.tight_layout(rect=(0, 0.09, 1, 0.97))
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -885,12 +1105,18 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--seconds", type=float, help="measured seconds per phase (default 15)")
     parser.add_argument("--warmup", type=float, help="warm-up seconds per phase (default 2)")
-    parser.add_argument("--client-procs", type=int, default=1,
-                        help="client processes per phase at most (callers are spread over them; 1 gave the highest echo "
-                             "ceiling on 2 cores)")
+    parser.add_argument(
+        "--client-procs",
+        type=int,
+        default=1,
+        help="client processes per phase at most (callers are spread over them; 1 gave the highest echo "
+        "ceiling on 2 cores)",
+    )
     parser.add_argument("--workers", type=int, default=16, help="server RPC threads (echo gets the same)")
     parser.add_argument("--max-concurrent-rpcs", type=int, default=64)
-    parser.add_argument("--postgres", metavar="URL|auto", help="PostgreSQL server URL, or `auto` for a throwaway cluster")
+    parser.add_argument(
+        "--postgres", metavar="URL|auto", help="PostgreSQL server URL, or `auto` for a throwaway cluster"
+    )
     parser.add_argument("--fresh", action="store_true", help="rebuild the cached SQLite stores")
     parser.add_argument("--no-cache", action="store_true", help="build the stores in a temp dir, keep nothing")
     parser.add_argument("--output", help="file stem under bench/results (default perf, or perf-quick)")
@@ -912,8 +1138,10 @@ def main() -> None:
         try:
             for size in args.sizes:
                 preload = stores.ensure(size)
-                log(f"{size:,} memories: preload {'cached (built ' + preload.when + ')' if preload.cached else 'done'}"
-                    f", batch Remember {preload.rate:,.0f} memories/s")
+                log(
+                    f"{size:,} memories: preload {'cached (built ' + preload.when + ')' if preload.cached else 'done'}"
+                    f", batch Remember {preload.rate:,.0f} memories/s"
+                )
                 sizes.append(measure_size(ctx, args, stores, size, preload, cues, tmp))
         finally:
             stores.close()

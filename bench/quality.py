@@ -28,6 +28,7 @@ retrieval_policy_version as the lexical one (the variable is ignored), is report
     python bench/quality.py            # full run: writes bench/results/quality.{md,png}
     python bench/quality.py --quick    # small corpus, rounds 0/1/3: bench/results/quality-quick.{md,png}
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,7 +45,7 @@ import time
 import traceback
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import grpc
@@ -65,13 +66,19 @@ RPC_TIMEOUT = 60.0
 STARTUP_TIMEOUT = 300.0  # a semantic server may load an embedding model first
 # Channel selection: "semantic" is the default hybrid channel (static embeddings shipped in the
 # package); "minilm" runs all-MiniLM-L6-v2 itself (needs the [semantic] extra, with torch).
-MODES = {"lexical": {"SLOWAVE_SEMANTIC": "off"}, "semantic": {"SLOWAVE_SEMANTIC": "static"},
-         "minilm": {"SLOWAVE_SEMANTIC": "minilm"}}
+MODES = {
+    "lexical": {"SLOWAVE_SEMANTIC": "off"},
+    "semantic": {"SLOWAVE_SEMANTIC": "static"},
+    "minilm": {"SLOWAVE_SEMANTIC": "minilm"},
+}
 # Every commit's outcome summary: consolidated into one lesson per scope, MATCHED ever after.
 SUMMARY = "Retrieval benchmark task closed by the simulated agent."
 MEMORY_TYPES = {
-    "decision": res.MEMORY_TYPE_DECISION, "constraint": res.MEMORY_TYPE_CONSTRAINT, "lesson": res.MEMORY_TYPE_LESSON,
-    "preference": res.MEMORY_TYPE_PREFERENCE, "fact": res.MEMORY_TYPE_FACT,
+    "decision": res.MEMORY_TYPE_DECISION,
+    "constraint": res.MEMORY_TYPE_CONSTRAINT,
+    "lesson": res.MEMORY_TYPE_LESSON,
+    "preference": res.MEMORY_TYPE_PREFERENCE,
+    "fact": res.MEMORY_TYPE_FACT,
 }
 
 
@@ -93,19 +100,22 @@ class ServerProcess:
         self.workdir = workdir
         self.log_path = workdir / "server.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLOWAVE_")}
-        env.update({
-            "SLOWAVE_LISTEN_ADDR": "127.0.0.1:0",
-            "SLOWAVE_DATABASE_URL": f"sqlite:///{workdir / 'slowave.db'}",
-            "SLOWAVE_METRICS_ADDR": "",  # no metrics endpoint
-            "SLOWAVE_SESSION_IDLE_TIMEOUT": "0",  # no reaper: sessions wait for their feedback phase
-            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",  # never download a model at run time
-            **extra_env,
-        })
+        env.update(
+            {
+                "SLOWAVE_LISTEN_ADDR": "127.0.0.1:0",
+                "SLOWAVE_DATABASE_URL": f"sqlite:///{workdir / 'slowave.db'}",
+                "SLOWAVE_METRICS_ADDR": "",  # no metrics endpoint
+                "SLOWAVE_SESSION_IDLE_TIMEOUT": "0",  # no reaper: sessions wait for their feedback phase
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",  # never download a model at run time
+                **extra_env,
+            }
+        )
         self.env = env
         self.process: subprocess.Popen | None = None
         self.port: int | None = None
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         self.start()
         return self
 
@@ -115,8 +125,9 @@ class ServerProcess:
     def start(self) -> None:
         """Starts the process and waits for its `on port N` log line; stops it again on any failure."""
         with open(self.log_path, "wb") as out:
-            self.process = subprocess.Popen([server_binary()], env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                            cwd=self.workdir)
+            self.process = subprocess.Popen(
+                [server_binary()], env=self.env, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir
+            )
         try:
             self.port = self._wait_for_port()
             with grpc.insecure_channel(self.address) as channel:
@@ -174,23 +185,30 @@ def server_binary() -> str:
 
 def _timestamp(day: date) -> Timestamp:
     ts = Timestamp()
-    ts.FromDatetime(datetime(day.year, day.month, day.day, 12, tzinfo=timezone.utc))
+    ts.FromDatetime(datetime(day.year, day.month, day.day, 12, tzinfo=UTC))
     return ts
 
 
 def _commit(stub: pb_grpc.MemoryServiceStub, session_id: str, goal: str, found: bool = True) -> None:
-    stub.Commit(pb.CommitRequest(
-        session_id=session_id, final_goal=goal[:1000], outcome=res.OUTCOME_SUCCESS if found else res.OUTCOME_PARTIAL,
-        outcome_summary=SUMMARY,
-        verification=pb.Verification(status=res.VERIFICATION_STATUS_UNVERIFIED,
-                                      summary="Simulated agent of the retrieval benchmark."),
-    ), timeout=RPC_TIMEOUT)
+    stub.Commit(
+        pb.CommitRequest(
+            session_id=session_id,
+            final_goal=goal[:1000],
+            outcome=res.OUTCOME_SUCCESS if found else res.OUTCOME_PARTIAL,
+            outcome_summary=SUMMARY,
+            verification=pb.Verification(
+                status=res.VERIFICATION_STATUS_UNVERIFIED, summary="Simulated agent of the retrieval benchmark."
+            ),
+        ),
+        timeout=RPC_TIMEOUT,
+    )
 
 
 def _close_neutrally(stub: pb_grpc.MemoryServiceStub, activation: pb.ActivateResponse, goal: str) -> None:
     """Implicit, neutral coverage of whatever was exposed (no learning), then Commit."""
-    stub.Feedback(pb.FeedbackRequest(retrieval_id=activation.retrieval_id, coverage=pb.COVERAGE_COMPLETE),
-                  timeout=RPC_TIMEOUT)
+    stub.Feedback(
+        pb.FeedbackRequest(retrieval_id=activation.retrieval_id, coverage=pb.COVERAGE_COMPLETE), timeout=RPC_TIMEOUT
+    )
     _commit(stub, activation.session_id, goal)
 
 
@@ -200,11 +218,14 @@ def seed_scope(stub: pb_grpc.MemoryServiceStub, scope: str, memories: list[Memor
     act = stub.Activate(pb.ActivateRequest(task=goal, initial_goal=goal, scope=scope), timeout=RPC_TIMEOUT)
     ids: dict[str, str] = {}
     for start in range(0, len(memories), BATCH):
-        chunk = memories[start:start + BATCH]
-        items = [pb.RememberItem(content=m.text, type=MEMORY_TYPES[m.type], occurred_at=_timestamp(m.occurred_at))
-                 for m in chunk]
-        batch = stub.Remember(pb.RememberRequest(session_id=act.session_id, scope=scope, memories=items),
-                              timeout=RPC_TIMEOUT).batch
+        chunk = memories[start : start + BATCH]
+        items = [
+            pb.RememberItem(content=m.text, type=MEMORY_TYPES[m.type], occurred_at=_timestamp(m.occurred_at))
+            for m in chunk
+        ]
+        batch = stub.Remember(
+            pb.RememberRequest(session_id=act.session_id, scope=scope, memories=items), timeout=RPC_TIMEOUT
+        ).batch
         for m, result in zip(chunk, batch.results):
             if result.HasField("error"):
                 raise RuntimeError(f"remember failed for {m.key}: {result.error.code} {result.error.message}")
@@ -217,8 +238,10 @@ def wait_for_summary_lesson(stub: pb_grpc.MemoryServiceStub, scope: str, timeout
     """Waits until consolidation has turned the seeding commit's summary into a lesson; returns its id."""
     deadline = time.monotonic() + timeout
     while True:
-        act = stub.Activate(pb.ActivateRequest(task=SUMMARY, initial_goal="wait for consolidation", scope=scope,
-                                               page_size=PAGE_SIZE), timeout=RPC_TIMEOUT)
+        act = stub.Activate(
+            pb.ActivateRequest(task=SUMMARY, initial_goal="wait for consolidation", scope=scope, page_size=PAGE_SIZE),
+            timeout=RPC_TIMEOUT,
+        )
         _close_neutrally(stub, act, "wait for consolidation")
         lesson = next((m.memory_id for m in act.memories if m.content == SUMMARY), None)
         if lesson:
@@ -288,8 +311,10 @@ class Evaluator:
         return outcomes
 
     def _activate(self, q: Query) -> _Retrieval:
-        response = self.stub.Activate(pb.ActivateRequest(task=q.text, initial_goal=q.text, scope=q.scope,
-                                                         page_size=PAGE_SIZE), timeout=RPC_TIMEOUT)
+        response = self.stub.Activate(
+            pb.ActivateRequest(task=q.text, initial_goal=q.text, scope=q.scope, page_size=PAGE_SIZE),
+            timeout=RPC_TIMEOUT,
+        )
         return _Retrieval(q, response)
 
     def _score(self, r: _Retrieval, round_: int) -> Outcome:
@@ -298,8 +323,14 @@ class Evaluator:
         returned = [m.memory_id for m in memories]
         rank = next((i for i, mid in enumerate(returned, 1) if mid in gold), None)
         return Outcome(
-            query=r.query.key, family=r.query.family, split=r.query.split, changed_fact=r.query.changed_fact,
-            round=round_, rank=rank, returned=len(returned), stale=sum(mid in self.old_ids for mid in returned),
+            query=r.query.key,
+            family=r.query.family,
+            split=r.query.split,
+            changed_fact=r.query.changed_fact,
+            round=round_,
+            rank=rank,
+            returned=len(returned),
+            stale=sum(mid in self.old_ids for mid in returned),
             foreign=sum(mid not in self.key_of for mid in returned),
             top=memories[0].content if memories else None,
             top_signals=_signals(memories[0]) if memories else None,
@@ -308,8 +339,12 @@ class Evaluator:
 
     def _feedback(self, r: _Retrieval, learn: bool) -> None:
         entries = [self._judge(m.memory_id, r.query) for m in r.response.memories] if learn else []
-        record = self.stub.Feedback(pb.FeedbackRequest(retrieval_id=r.response.retrieval_id, memory_feedback=entries,
-                                                       coverage=pb.COVERAGE_COMPLETE), timeout=RPC_TIMEOUT).record
+        record = self.stub.Feedback(
+            pb.FeedbackRequest(
+                retrieval_id=r.response.retrieval_id, memory_feedback=entries, coverage=pb.COVERAGE_COMPLETE
+            ),
+            timeout=RPC_TIMEOUT,
+        ).record
         s = self.stats
         s.calls += 1
         s.retired += len(record.applied.retired)
@@ -323,15 +358,19 @@ class Evaluator:
         """Honest feedback: the gold is used, an old claim is stale (superseded), the rest irrelevant."""
         key = self.key_of.get(memory_id)
         if key in q.gold:
-            return pb.MemoryFeedbackEntry(memory_id=memory_id, assessment=pb.MEMORY_ASSESSMENT_USED,
-                                          effect=res.EFFECT_HELPED)
+            return pb.MemoryFeedbackEntry(
+                memory_id=memory_id, assessment=pb.MEMORY_ASSESSMENT_USED, effect=res.EFFECT_HELPED
+            )
         spec = self.corpus.by_key.get(key) if key else None
         if spec is not None and spec.role == "old":
             current = self.corpus.by_key[spec.replaced_by]
             return pb.MemoryFeedbackEntry(
-                memory_id=memory_id, assessment=pb.MEMORY_ASSESSMENT_STALE, stale_reason=pb.STALE_REASON_SUPERSEDED,
+                memory_id=memory_id,
+                assessment=pb.MEMORY_ASSESSMENT_STALE,
+                stale_reason=pb.STALE_REASON_SUPERSEDED,
                 replacement_memory_id=self.ids[current.key],
-                reason=f"Superseded by the newer claim: {current.text}")
+                reason=f"Superseded by the newer claim: {current.text}",
+            )
         return pb.MemoryFeedbackEntry(memory_id=memory_id, assessment=pb.MEMORY_ASSESSMENT_IRRELEVANT)
 
 
@@ -416,16 +455,27 @@ def run_mode(mode: str, corpus: Corpus, rounds: tuple[int, ...], lexical_policy:
             server.stop()
 
 
-def _evaluate(mode: str, stub: pb_grpc.MemoryServiceStub, corpus: Corpus, rounds: tuple[int, ...],
-              lexical_policy: str | None, started: float) -> ModeResult:
+def _evaluate(
+    mode: str,
+    stub: pb_grpc.MemoryServiceStub,
+    corpus: Corpus,
+    rounds: tuple[int, ...],
+    lexical_policy: str | None,
+    started: float,
+) -> ModeResult:
     ids: dict[str, str] = {}
     policy = ""
     for scope in corpus.scopes:
         scope_ids, policy = seed_scope(stub, scope, corpus.scope_memories(scope))
         ids.update(scope_ids)
         if mode != "lexical" and policy == lexical_policy:
-            return ModeResult(mode, "not available", f"SLOWAVE_SEMANTIC={MODES[mode]['SLOWAVE_SEMANTIC']} is ignored: the server reports the "
-                                                     f"lexical retrieval_policy_version {policy!r}", policy)
+            return ModeResult(
+                mode,
+                "not available",
+                f"SLOWAVE_SEMANTIC={MODES[mode]['SLOWAVE_SEMANTIC']} is ignored: the server reports the "
+                f"lexical retrieval_policy_version {policy!r}",
+                policy,
+            )
     for scope in corpus.scopes:
         wait_for_summary_lesson(stub, scope)
     result = ModeResult(mode, "ok", policy=policy, seed_seconds=time.monotonic() - started)
@@ -458,11 +508,15 @@ def _ordered(queries: list[Query], seed: int) -> list[Query]:
 
 def probe_policy() -> str | None:
     """The retrieval_policy_version of a lexical server (SLOWAVE_SEMANTIC=off), for a semantic-only run."""
-    with tempfile.TemporaryDirectory(prefix="slowave-bench-probe-") as tmp, ServerProcess(Path(tmp), MODES["lexical"]) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="slowave-bench-probe-") as tmp,
+        ServerProcess(Path(tmp), MODES["lexical"]) as server,
+    ):
         with grpc.insecure_channel(server.address) as channel:
             stub = pb_grpc.MemoryServiceStub(channel)
-            act = stub.Activate(pb.ActivateRequest(task="probe", initial_goal="probe", scope="project:probe"),
-                                timeout=RPC_TIMEOUT)
+            act = stub.Activate(
+                pb.ActivateRequest(task="probe", initial_goal="probe", scope="project:probe"), timeout=RPC_TIMEOUT
+            )
             _close_neutrally(stub, act, "probe")
             return act.retrieval_policy_version
 
@@ -477,15 +531,19 @@ def _f(x: float) -> str:
 def mode_table(result: ModeResult, rounds: tuple[int, ...]) -> str:
     if not result.ok:
         return f"**{result.mode}: {result.status}** — {result.reason}\n"
-    lines = ["| queries | split | round | n | R@1 | R@5 | R@10 | MRR | stale hits |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| queries | split | round | n | R@1 | R@5 | R@10 | MRR | stale hits |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for group in GROUPS:
         for split in SPLITS:
             for r in rounds:
                 m = result.table.get((group, split, r))
                 if m:
-                    lines.append(f"| {group} | {split} | {r} | {m.n} | {_f(m.r1)} | {_f(m.r5)} | {_f(m.r10)} | "
-                                 f"{_f(m.mrr)} | {_f(m.stale)} |")
+                    lines.append(
+                        f"| {group} | {split} | {r} | {m.n} | {_f(m.r1)} | {_f(m.r5)} | {_f(m.r10)} | "
+                        f"{_f(m.mrr)} | {_f(m.stale)} |"
+                    )
     return "\n".join(lines) + "\n"
 
 
@@ -515,8 +573,14 @@ def examples(result: ModeResult, corpus: Corpus, final_round: int, per_family: i
     queries = {q.key: q for q in corpus.queries}
     lines = []
     for family in FAMILIES:
-        misses = sorted((o for o in result.outcomes if o.family == family and o.split == "train"
-                         and o.round == final_round and o.rank != 1), key=lambda o: o.query)
+        misses = sorted(
+            (
+                o
+                for o in result.outcomes
+                if o.family == family and o.split == "train" and o.round == final_round and o.rank != 1
+            ),
+            key=lambda o: o.query,
+        )
         for o in random.Random(corpus.params.seed).sample(misses, min(per_family, len(misses))):
             q = queries[o.query]
             got = f"rank {o.rank} ({_sig(o.gold_signals)})" if o.rank else "not returned"
@@ -533,16 +597,21 @@ def regressions(result: ModeResult, corpus: Corpus, rounds: tuple[int, ...], lim
         ranks.setdefault(o.query, {})[o.round] = o.rank
         if o.round == max(rounds):
             last[o.query] = o
-    worse = sorted(k for k, by_round in ranks.items()
-                   if min((r or 99) for r in by_round.values()) < (by_round[max(rounds)] or 99))
+    worse = sorted(
+        k for k, by_round in ranks.items() if min((r or 99) for r in by_round.values()) < (by_round[max(rounds)] or 99)
+    )
     queries = {q.key: q for q in corpus.queries}
-    lines = [f"{len(worse)} of {len(ranks)} queries ranked their gold worse at round {max(rounds)} than at an "
-             f"earlier round" + (f" ({sum(queries[k].split == 'test' for k in worse)} of them held out)." if worse else ".")]
+    lines = [
+        f"{len(worse)} of {len(ranks)} queries ranked their gold worse at round {max(rounds)} than at an "
+        f"earlier round" + (f" ({sum(queries[k].split == 'test' for k in worse)} of them held out)." if worse else ".")
+    ]
     for key in worse[:limit]:
         o, q = last[key], queries[key]
         path = " → ".join(str(ranks[key][r] or "—") for r in rounds)
-        lines.append(f"- [{q.split}] “{q.text}” gold rank by round {path}; gold “{corpus.by_key[q.gold[0]].text}” "
-                     f"({_sig(o.gold_signals) or 'not returned'}); top “{o.top}” ({_sig(o.top_signals)})")
+        lines.append(
+            f"- [{q.split}] “{q.text}” gold rank by round {path}; gold “{corpus.by_key[q.gold[0]].text}” "
+            f"({_sig(o.gold_signals) or 'not returned'}); top “{o.top}” ({_sig(o.top_signals)})"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -550,10 +619,15 @@ def server_revision() -> str:
     """The commit of the working tree (read-only git), marked `+modified` when server/ has local changes."""
     repo = BENCH.parent
     try:
-        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--", "server"], capture_output=True,
-                               text=True, timeout=10).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--", "server"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (head or "unknown") + ("+modified" if dirty else "")
@@ -561,44 +635,58 @@ def server_revision() -> str:
 
 def machine() -> dict[str, str]:
     nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip() if shutil.which("nproc") else ""
-    return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "nproc": nproc or str(os.cpu_count()), "python": platform.python_version(),
-            "platform": platform.platform()}
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": nproc or str(os.cpu_count()),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
 
 
 def markdown(results: list[ModeResult], corpus: Corpus, rounds: tuple[int, ...], quick: bool) -> str:
     m = machine()
     stats = corpus.stats()
-    out = [f"# Retrieval quality{' (quick)' if quick else ''}\n",
-           f"Generated by `bench/quality.py{' --quick' if quick else ''}` (`make bench-quality` runs the full "
-           f"benchmark) on {m['date']}, server at commit `{server_revision()}`; machine: nproc {m['nproc']}, "
-           f"Python {m['python']}, {m['platform']}.\n",
-           "Metrics per query over the first page (page_size 10) of `Activate` in the query's scope: "
-           "R@k = a gold memory among the first k; MRR = 1/rank of the first gold memory (0 if absent); "
-           "stale hits = share of returned memories that are old, superseded claims. Round r = after r rounds "
-           "of honest feedback on the train queries; test queries (held out, same gold memories) never give feedback.\n",
-           "## Summary\n", summary_table(results, rounds)]
+    out = [
+        f"# Retrieval quality{' (quick)' if quick else ''}\n",
+        f"Generated by `bench/quality.py{' --quick' if quick else ''}` (`make bench-quality` runs the full "
+        f"benchmark) on {m['date']}, server at commit `{server_revision()}`; machine: nproc {m['nproc']}, "
+        f"Python {m['python']}, {m['platform']}.\n",
+        "Metrics per query over the first page (page_size 10) of `Activate` in the query's scope: "
+        "R@k = a gold memory among the first k; MRR = 1/rank of the first gold memory (0 if absent); "
+        "stale hits = share of returned memories that are old, superseded claims. Round r = after r rounds "
+        "of honest feedback on the train queries; test queries (held out, same gold memories) never give feedback.\n",
+        "## Summary\n",
+        summary_table(results, rounds),
+    ]
     for r in results:
         out.append(f"## {r.mode}\n")
         if r.ok:
             per_round = sum(r.round_seconds.values()) / len(r.round_seconds)
-            out.append(f"retrieval_policy_version `{r.policy}`; {r.seconds:.0f} s in all (seeding {r.seed_seconds:.0f} s, "
-                       f"{per_round:.0f} s per round on average).\n")
+            out.append(
+                f"retrieval_policy_version `{r.policy}`; {r.seconds:.0f} s in all (seeding {r.seed_seconds:.0f} s, "
+                f"{per_round:.0f} s per round on average).\n"
+            )
         out.append(mode_table(r, rounds))
     out.append("## Corpus\n")
-    out.append("| parameter | value |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in asdict(corpus.params).items()))
+    out.append(
+        "| parameter | value |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in asdict(corpus.params).items())
+    )
     out.append("\n| statistic | value |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in stats.items()))
-    out.append("\n`content_overlap` = mean share of a query's content words (stop words removed) that occur in its "
-               "gold memory.\n")
+    out.append(
+        "\n`content_overlap` = mean share of a query's content words (stop words removed) that occur in its "
+        "gold memory.\n"
+    )
     out.append("## Feedback given\n")
     for r in results:
         if r.ok:
             f = r.feedback
             foreign = sum(o.foreign for o in r.outcomes)
-            out.append(f"- {r.mode}: {f.calls} Feedback calls; entries used {f.used}, irrelevant {f.irrelevant}, "
-                       f"stale {f.stale}; memories retired {f.retired}; rejected entries "
-                       f"{dict(f.rejected) or 'none'}; results outside the corpus (the consolidated summary "
-                       f"lesson) {foreign}.\n")
+            out.append(
+                f"- {r.mode}: {f.calls} Feedback calls; entries used {f.used}, irrelevant {f.irrelevant}, "
+                f"stale {f.stale}; memories retired {f.retired}; rejected entries "
+                f"{dict(f.rejected) or 'none'}; results outside the corpus (the consolidated summary "
+                f"lesson) {foreign}.\n"
+            )
     for r in results:
         if r.ok:
             out.append(f"\n## Still wrong after round {max(rounds)} ({r.mode}, train queries)\n")
@@ -656,9 +744,14 @@ def _write(path: Path, text: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description="Slowave retrieval-quality benchmark (see the module docstring).")
     parser.add_argument("--quick", action="store_true", help="3 scopes, ~150 memories, ~60 queries, rounds 0/1/3")
-    parser.add_argument("--modes", default="lexical,semantic",
-                        help="comma-separated: lexical, semantic (the default static channel), minilm")
-    parser.add_argument("--out", type=Path, help="output path without extension (default bench/results/quality[-quick])")
+    parser.add_argument(
+        "--modes",
+        default="lexical,semantic",
+        help="comma-separated: lexical, semantic (the default static channel), minilm",
+    )
+    parser.add_argument(
+        "--out", type=Path, help="output path without extension (default bench/results/quality[-quick])"
+    )
     args = parser.parse_args()
     # SIGTERM unwinds like Ctrl-C, so the server subprocess and temp files are always cleaned up.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -679,7 +772,7 @@ def main() -> int:
         log(f"[{mode}] starting")
         try:
             result = run_mode(mode, corpus, rounds, lexical_policy)
-        except Exception as exc:  # noqa: BLE001 - report the failed mode, go on with the others
+        except Exception as exc:
             traceback.print_exc()
             result = ModeResult(mode, "failed", f"{type(exc).__name__}: {exc}")
         if mode == "lexical" and result.ok:

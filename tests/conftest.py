@@ -11,17 +11,19 @@ from tests.support import Server, new_scope, start_test_server
 BACKEND = os.environ.get("SLOWAVE_TEST_BACKEND", "sqlite")
 
 
-def pytest_report_header(config):  # noqa: ANN001, ANN201
+def pytest_report_header(config):
     return f"slowave test database backend: {BACKEND}"
 
 
-def pytest_configure(config):  # noqa: ANN001, ANN201
+def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "backend_neutral: what the test checks does not depend on the database backend "
-        "(packaging, proto tooling, client libraries); it runs in the SQLite pass only")
+        "markers",
+        "backend_neutral: what the test checks does not depend on the database backend "
+        "(packaging, proto tooling, client libraries); it runs in the SQLite pass only",
+    )
 
 
-def pytest_collection_modifyitems(config, items):  # noqa: ANN001, ANN201
+def pytest_collection_modifyitems(config, items):
     if BACKEND == "sqlite":
         return
     skip = pytest.mark.skip(reason="backend-neutral: runs once, in the SQLite pass of `make test`")
@@ -38,8 +40,10 @@ def database_backend():
         return
     bindir = find_bindir()
     if bindir is None:
-        pytest.skip("PostgreSQL binaries (initdb, pg_ctl, postgres) not found: the PostgreSQL suite is SKIPPED; "
-                    "install the Debian package `postgresql` to run it")
+        pytest.skip(
+            "PostgreSQL binaries (initdb, pg_ctl, postgres) not found: the PostgreSQL suite is SKIPPED; "
+            "install the Debian package `postgresql` to run it"
+        )
     cluster = PostgresCluster(bindir).start()
     support.use_database_factory(lambda _tmp: cluster.new_database())
     yield cluster

@@ -1,4 +1,5 @@
 """Reading a real /metrics scrape, and promtool (Debian package `prometheus`) when the machine has it."""
+
 from __future__ import annotations
 
 import os
@@ -12,9 +13,16 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 # What a family named `x` of each type exposes as sample names (the text format 0.0.4 of prometheus_client).
-_SAMPLE_SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_count", "_sum", "_created"),
-                    "summary": ("", "_count", "_sum", "_created"), "gauge": ("",), "info": ("_info",),
-                    "stateset": ("",), "gaugehistogram": ("_bucket", "_gcount", "_gsum"), "unknown": ("",)}
+_SAMPLE_SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "histogram": ("_bucket", "_count", "_sum", "_created"),
+    "summary": ("", "_count", "_sum", "_created"),
+    "gauge": ("",),
+    "info": ("_info",),
+    "stateset": ("",),
+    "gaugehistogram": ("_bucket", "_gcount", "_gsum"),
+    "unknown": ("",),
+}
 
 
 def scrape(port: int) -> str:
@@ -44,7 +52,7 @@ def exported_names(text: str) -> set[str]:
     or not the family has samples yet (a labelled family with no child only has HELP/TYPE lines)."""
     names = set()
     for name, kind in re.findall(r"^# TYPE (\S+) (\S+)$", text, re.MULTILINE):
-        base = name[:-len("_total")] if kind == "counter" and name.endswith("_total") else name
+        base = name[: -len("_total")] if kind == "counter" and name.endswith("_total") else name
         names.update(base + suffix for suffix in _SAMPLE_SUFFIXES.get(kind, ("",)))
     return names
 
@@ -54,8 +62,10 @@ def promtool() -> str:
     path = shutil.which("promtool")
     if path:
         return path
-    message = ("promtool not found: install the Debian package `prometheus` "
-               "(`apt-get install -y --no-install-recommends prometheus`; .ci/run does it)")
+    message = (
+        "promtool not found: install the Debian package `prometheus` "
+        "(`apt-get install -y --no-install-recommends prometheus`; .ci/run does it)"
+    )
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(message + " — CI=true, so this is a failure, not a skip")
     pytest.skip(message + " — SKIPPED")

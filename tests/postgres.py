@@ -3,6 +3,7 @@
 Started in a temporary directory on a free loopback port, stopped (and deleted) at the end. The
 server refuses to run as root, so as root it runs as the `postgres` system user.
 """
+
 from __future__ import annotations
 
 import glob
@@ -53,16 +54,27 @@ class PostgresCluster:
             cmd = ["runuser", "-u", "postgres", "--", *cmd]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=check)
 
-    def start(self) -> "PostgresCluster":
+    def start(self) -> PostgresCluster:
         if os.geteuid() == 0:
             shutil.chown(self.root, "postgres")
-        self._run(self.bindir / "initdb", "-D", self.datadir, "-U", self.user, "--auth=trust", "-E", "UTF8",
-                  "--no-sync")
+        self._run(
+            self.bindir / "initdb", "-D", self.datadir, "-U", self.user, "--auth=trust", "-E", "UTF8", "--no-sync"
+        )
         # Durability settings are for speed only: the cluster lives for one test run.
-        self._run(self.bindir / "pg_ctl", "-D", self.datadir, "-l", self.root / "server.log", "-w", "-t", "60",
-                  "-o", f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                        f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=300",
-                  "start")
+        self._run(
+            self.bindir / "pg_ctl",
+            "-D",
+            self.datadir,
+            "-l",
+            self.root / "server.log",
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
+            f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=300",
+            "start",
+        )
         return self
 
     def stop(self, mode: str = "fast") -> None:
@@ -70,10 +82,20 @@ class PostgresCluster:
 
     def restart_stopped(self) -> None:
         """Starts a cluster stopped by stop() again (outage tests)."""
-        self._run(self.bindir / "pg_ctl", "-D", self.datadir, "-l", self.root / "server.log", "-w", "-t", "60",
-                  "-o", f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                        f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=300",
-                  "start")
+        self._run(
+            self.bindir / "pg_ctl",
+            "-D",
+            self.datadir,
+            "-l",
+            self.root / "server.log",
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
+            f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=300",
+            "start",
+        )
 
     def destroy(self) -> None:
         self.stop("immediate")

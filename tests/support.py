@@ -1,4 +1,5 @@
 """Test helpers: a real server on a free loopback port, stubs, status details, database counts."""
+
 from __future__ import annotations
 
 import contextlib
@@ -61,8 +62,11 @@ class Server:
         """
         self.consolidate()
         with self.running.ctx.db.transaction() as repo:
-            return {"counts": repo.table_counts(), "ledger": [tuple(r) for r in repo.ledger_rows()],
-                    "sessions": [tuple(r) for r in repo.list_sessions(None, None, 10_000)]}
+            return {
+                "counts": repo.table_counts(),
+                "ledger": [tuple(r) for r in repo.ledger_rows()],
+                "sessions": [tuple(r) for r in repo.list_sessions(None, None, 10_000)],
+            }
 
     def consolidate(self) -> int:
         """Drains the consolidation queue, including an entry the background worker holds (on
@@ -90,8 +94,9 @@ class Server:
 def run_admin(database_url: str, *args: str) -> str:
     """`slowave-admin ARGS` on the database; its standard output (a non-zero exit fails)."""
     env = {**os.environ, "SLOWAVE_DATABASE_URL": database_url}
-    out = subprocess.run([sys.executable, "-m", "slowave.admin", *args], env=env, capture_output=True,
-                         text=True, timeout=300, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "slowave.admin", *args], env=env, capture_output=True, text=True, timeout=300, check=True
+    )
     return out.stdout
 
 
@@ -118,8 +123,14 @@ def start_test_server(tmp_path: Path, **overrides: Any) -> Server:
     tmp_path.mkdir(parents=True, exist_ok=True)
     overrides.setdefault("semantic", "off")
     url = overrides.pop("database_url", None) or new_database_url(tmp_path)
-    settings = Settings(listen_addr="127.0.0.1:0", database_url=url, metrics_addr="127.0.0.1:0",
-                        consolidation_poll_seconds=0.2, gauge_refresh_seconds=0.2, **overrides)
+    settings = Settings(
+        listen_addr="127.0.0.1:0",
+        database_url=url,
+        metrics_addr="127.0.0.1:0",
+        consolidation_poll_seconds=0.2,
+        gauge_refresh_seconds=0.2,
+        **overrides,
+    )
     return Server(start_server(settings), url)
 
 
@@ -163,8 +174,9 @@ def details_of(err: grpc.RpcError) -> ErrorDetails:
     return d
 
 
-def check_error(err: ErrorDetails, status: grpc.StatusCode, reason: str, code: str, retryable: bool,
-                paths: list[str] | None = None) -> None:
+def check_error(
+    err: ErrorDetails, status: grpc.StatusCode, reason: str, code: str, retryable: bool, paths: list[str] | None = None
+) -> None:
     """Spec 4.2: status, one ErrorInfo (domain, reason, metadata code/retryable), BadRequest iff paths."""
     assert err.code == status, (err.code, err.message, err.violations)
     assert err.has_error_info, "the status carries no google.rpc.ErrorInfo"
@@ -188,17 +200,24 @@ def expect_error(call: Callable[[], Any]) -> ErrorDetails:
 # ---------------------------------------------------------------------------------------- requests
 
 
-def activate(stub: pb_grpc.MemoryServiceStub, scope: str, task: str = "Investigate the build", **kw: Any) -> pb.ActivateResponse:
+def activate(
+    stub: pb_grpc.MemoryServiceStub, scope: str, task: str = "Investigate the build", **kw: Any
+) -> pb.ActivateResponse:
     kw.setdefault("initial_goal", "Investigate")
     return stub.Activate(pb.ActivateRequest(task=task, scope=scope, **kw), timeout=30)
 
 
-def remember(stub: pb_grpc.MemoryServiceStub, session_id: str, scope: str, content: str,
-             type_: int = res.MEMORY_TYPE_FACT) -> pb.RememberResult:
-    return stub.Remember(pb.RememberRequest(session_id=session_id, scope=scope, content=content, type=type_), timeout=30).memory
+def remember(
+    stub: pb_grpc.MemoryServiceStub, session_id: str, scope: str, content: str, type_: int = res.MEMORY_TYPE_FACT
+) -> pb.RememberResult:
+    return stub.Remember(
+        pb.RememberRequest(session_id=session_id, scope=scope, content=content, type=type_), timeout=30
+    ).memory
 
 
-def seed_memories(stub: pb_grpc.MemoryServiceStub, scope: str, contents: list[str], type_: int = res.MEMORY_TYPE_FACT) -> list[str]:
+def seed_memories(
+    stub: pb_grpc.MemoryServiceStub, scope: str, contents: list[str], type_: int = res.MEMORY_TYPE_FACT
+) -> list[str]:
     """Stores claims through a throwaway session (closed afterwards); returns their ids."""
     a = activate(stub, scope, task="seeding memories", initial_goal="seed")
     ids = [remember(stub, a.session_id, scope, c, type_).memory_id for c in contents]
@@ -228,7 +247,9 @@ def commit(stub: pb_grpc.MemoryServiceStub, session_id: str, **kw: Any) -> pb.Co
     return stub.Commit(commit_request(session_id, **kw), timeout=30)
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.1, what: str = "condition") -> Any:
+def wait_until(
+    predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.1, what: str = "condition"
+) -> Any:
     """Polls with a generous deadline (never a fixed sleep)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -258,7 +279,7 @@ def assert_serving(channel: grpc.Channel) -> None:
     assert health_status(channel) == health_pb2.HealthCheckResponse.SERVING
 
 
-def raw_engine(database_url: str):  # noqa: ANN201
+def raw_engine(database_url: str):
     """A plain engine on the test database, outside the service (no pool, no BEGIN IMMEDIATE)."""
     from sqlalchemy import create_engine
     from sqlalchemy.pool import NullPool
@@ -267,7 +288,7 @@ def raw_engine(database_url: str):  # noqa: ANN201
 
 
 @contextlib.contextmanager
-def hold_write_lock(database_url: str, session_id: str):  # noqa: ANN201
+def hold_write_lock(database_url: str, session_id: str):
     """Makes the server's writes wait, deterministically, until the block exits.
 
     SQLite: the test takes the database write lock (every unit of work of the service begins
@@ -361,8 +382,13 @@ def start_server_process(cwd: Path, database_url: str, **env: str) -> ServerProc
     import re
     import threading
 
-    full_env = {**os.environ, "SLOWAVE_LISTEN_ADDR": "127.0.0.1:0", "SLOWAVE_METRICS_ADDR": "",
-                "SLOWAVE_DATABASE_URL": database_url, **env}
+    full_env = {
+        **os.environ,
+        "SLOWAVE_LISTEN_ADDR": "127.0.0.1:0",
+        "SLOWAVE_METRICS_ADDR": "",
+        "SLOWAVE_DATABASE_URL": database_url,
+        **env,
+    }
     cwd.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen([server_executable()], env=full_env, stderr=subprocess.PIPE, text=True, cwd=cwd)
     lines: list[str] = []
@@ -409,10 +435,10 @@ class _WithMetadata(grpc.UnaryUnaryClientInterceptor, grpc.StreamStreamClientInt
         d.metadata = list(details.metadata or []) + self.metadata
         return d
 
-    def intercept_unary_unary(self, continuation, client_call_details, request):  # noqa: ANN001, ANN201
+    def intercept_unary_unary(self, continuation, client_call_details, request):
         return continuation(self._details(client_call_details), request)
 
-    def intercept_stream_stream(self, continuation, client_call_details, request_iterator):  # noqa: ANN001, ANN201
+    def intercept_stream_stream(self, continuation, client_call_details, request_iterator):
         return continuation(self._details(client_call_details), request_iterator)
 
 

@@ -12,6 +12,7 @@ query that reach c*, and the semantic-only recall@5 (ranking the memories that r
 
     .venv/bin/python tools/calibrate_semantic.py            # static (+ minilm where torch is installed)
 """
+
 from __future__ import annotations
 
 import os
@@ -87,8 +88,10 @@ def main() -> None:
         print(f"{name}: floor_cosine={floor:.3f} full_cosine={full:.3f} (threshold reached at {cut:.3f})")
         print(f"  gold cosine p10/p25/p50/p75/p90: {np.round(np.percentile(g, [10, 25, 50, 75, 90]), 3)}")
         print(f"  distractor cosine p50/p90/p99/p99.9: {np.round(np.percentile(d, [50, 90, 99, 99.9]), 3)}")
-        print(f"  gold reaching the threshold: {(g >= cut).mean():.3f}; distractors reaching it per query: {noise:.2f}; "
-              f"semantic-only R@5 among those: {r5:.3f}; R@5 by cosine alone: {at(per_query, -2)[0]:.3f}")
+        print(
+            f"  gold reaching the threshold: {(g >= cut).mean():.3f}; distractors reaching it per query: {noise:.2f}; "
+            f"semantic-only R@5 among those: {r5:.3f}; R@5 by cosine alone: {at(per_query, -2)[0]:.3f}"
+        )
 
 
 if __name__ == "__main__":

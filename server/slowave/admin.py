@@ -2,6 +2,7 @@
 
 Output is for people; each value is printed under the name the contract gives it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,22 +78,40 @@ def cmd_knowledge_gaps(ctx: ServiceContext, args: argparse.Namespace) -> None:
     with ctx.db.transaction() as repo:
         gaps = repo.list_gaps(args.tenant, args.scope, include_closed=args.all)
     if args.json:
-        print(json.dumps([{"tenant": g.tenant, "scope": g.scope, "text": g.text, "occurrences": g.occurrences,
-                           "open": g.open, "last_seen_at": g.last_seen_at.isoformat()} for g in gaps], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "tenant": g.tenant,
+                        "scope": g.scope,
+                        "text": g.text,
+                        "occurrences": g.occurrences,
+                        "open": g.open,
+                        "last_seen_at": g.last_seen_at.isoformat(),
+                    }
+                    for g in gaps
+                ],
+                indent=2,
+            )
+        )
         return
     if not gaps:
         print("no open knowledge gaps")
     for g in gaps:
         state = "open" if g.open else "closed"
-        print(f"occurrences: {g.occurrences}\tstate: {state}\tscope: {g.scope}\tlast_seen_at: {g.last_seen_at.isoformat()}\ttext: {g.text}")
+        print(
+            f"occurrences: {g.occurrences}\tstate: {state}\tscope: {g.scope}\tlast_seen_at: {g.last_seen_at.isoformat()}\ttext: {g.text}"
+        )
 
 
 def cmd_sessions(ctx: ServiceContext, args: argparse.Namespace) -> None:
     with ctx.db.transaction() as repo:
         rows = repo.list_sessions(args.tenant, args.state, args.limit)
     for s in rows:
-        print(f"session_id: {s.id}\tstate: {s.state.upper()}\tscope: {s.scope}\toutcome: {s.outcome or '-'}\t"
-              f"last_activity_at: {s.last_activity_at.isoformat()}")
+        print(
+            f"session_id: {s.id}\tstate: {s.state.upper()}\tscope: {s.scope}\toutcome: {s.outcome or '-'}\t"
+            f"last_activity_at: {s.last_activity_at.isoformat()}"
+        )
 
 
 def cmd_session(ctx: ServiceContext, args: argparse.Namespace) -> None:
@@ -104,13 +123,28 @@ def cmd_session(ctx: ServiceContext, args: argparse.Namespace) -> None:
         trajectory = repo.session_source_events(s.id, kind="trajectory")
     verification = s.verification or {}
     record = {
-        "session_id": s.id, "state": s.state.upper(), "scope": s.scope, "started_at": s.started_at.isoformat(),
+        "session_id": s.id,
+        "state": s.state.upper(),
+        "scope": s.scope,
+        "started_at": s.started_at.isoformat(),
         "last_activity_at": s.last_activity_at.isoformat(),
-        "ended_at": s.ended_at.isoformat() if s.ended_at else None, "outcome": s.outcome,
-        "feedback_status": s.feedback_status, "final_goal": s.final_goal, "outcome_summary": s.outcome_summary,
-        "verification": verification or None, "procedure_id": s.procedure_id,
-        "trajectory": [{"position": e.position, "kind": e.entry_kind, "status": e.entry_status, "summary": e.content,
-                        "agent_reported": True} for e in trajectory],
+        "ended_at": s.ended_at.isoformat() if s.ended_at else None,
+        "outcome": s.outcome,
+        "feedback_status": s.feedback_status,
+        "final_goal": s.final_goal,
+        "outcome_summary": s.outcome_summary,
+        "verification": verification or None,
+        "procedure_id": s.procedure_id,
+        "trajectory": [
+            {
+                "position": e.position,
+                "kind": e.entry_kind,
+                "status": e.entry_status,
+                "summary": e.content,
+                "agent_reported": True,
+            }
+            for e in trajectory
+        ],
     }
     if args.json:
         print(json.dumps(record, indent=2))
@@ -120,7 +154,9 @@ def cmd_session(ctx: ServiceContext, args: argparse.Namespace) -> None:
             print(f"{key}: {value if value is not None else '-'}")
     print(f"trajectory: {len(trajectory)} entries")
     for e in record["trajectory"]:
-        print(f"  position: {e['position']}\tkind: {e['kind']}\tstatus: {e['status']}\tagent_reported: true\tsummary: {e['summary']}")
+        print(
+            f"  position: {e['position']}\tkind: {e['kind']}\tstatus: {e['status']}\tagent_reported: true\tsummary: {e['summary']}"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:

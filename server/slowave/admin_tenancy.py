@@ -3,6 +3,7 @@
 A minted key is printed once and never again: the database keeps only its hash, and listings show
 the first hex digits of hashes, enough to tell keys apart and to revoke one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,10 @@ def cmd_keys_mint(ctx: ServiceContext, args: argparse.Namespace) -> None:
     print(f"api_key: {key}")
     print(f"key_hash: {display_hash(key_hash)}")
     print(f"tenant: {args.tenant}")
-    print("The key is shown only now: the database keeps its hash. Clients send 'authorization: Bearer <api_key>'.",
-          file=sys.stderr)
+    print(
+        "The key is shown only now: the database keeps its hash. Clients send 'authorization: Bearer <api_key>'.",
+        file=sys.stderr,
+    )
 
 
 def cmd_keys_revoke(ctx: ServiceContext, args: argparse.Namespace) -> None:
@@ -44,8 +47,10 @@ def cmd_keys_list(ctx: ServiceContext, args: argparse.Namespace) -> None:
         print("no API keys")
     for k in rows:
         state = f"revoked {k.revoked_at.isoformat()}" if k.revoked_at else "active"
-        print(f"key_hash: {display_hash(k.key_hash)}\ttenant: {k.tenant}\tsource: {k.source}\tstate: {state}\t"
-              f"created_at: {k.created_at.isoformat()}\tlabel: {k.label or '-'}")
+        print(
+            f"key_hash: {display_hash(k.key_hash)}\ttenant: {k.tenant}\tsource: {k.source}\tstate: {state}\t"
+            f"created_at: {k.created_at.isoformat()}\tlabel: {k.label or '-'}"
+        )
 
 
 def cmd_tenants_list(ctx: ServiceContext, _args: argparse.Namespace) -> None:
@@ -53,17 +58,20 @@ def cmd_tenants_list(ctx: ServiceContext, _args: argparse.Namespace) -> None:
     if not rows:
         print("no tenants")
     for t in rows:
-        print(f"tenant: {t.name}\tstate: {'disabled' if t.disabled else 'enabled'}\tactive_keys: {t.active_keys}\t"
-              f"updated_at: {t.updated_at.isoformat()}")
+        print(
+            f"tenant: {t.name}\tstate: {'disabled' if t.disabled else 'enabled'}\tactive_keys: {t.active_keys}\t"
+            f"updated_at: {t.updated_at.isoformat()}"
+        )
 
 
-def _set_disabled(disabled: bool):  # noqa: ANN202
+def _set_disabled(disabled: bool):
     def run(ctx: ServiceContext, args: argparse.Namespace) -> None:
         try:
             set_tenant_disabled(ctx, args.tenant, disabled)
         except TenancyError as exc:
             _fail(exc)
         print(f"tenant: {args.tenant}\tstate: {'disabled' if disabled else 'enabled'}")
+
     return run
 
 

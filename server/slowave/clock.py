@@ -1,7 +1,8 @@
 """Time. Every timestamp the service stores or reports is UTC; tests inject their own clock."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Protocol
 
 
@@ -11,13 +12,13 @@ class Clock(Protocol):
 
 class SystemClock:
     def now(self) -> datetime:
-        return datetime.now(timezone.utc)
+        return datetime.now(UTC)
 
 
 class DatabaseClock:
     """The database server's clock (spec 2.6: with replicas, times come from one clock)."""
 
-    def __init__(self, engine) -> None:  # noqa: ANN001
+    def __init__(self, engine) -> None:
         self.engine = engine
 
     def now(self) -> datetime:
@@ -28,6 +29,6 @@ class DatabaseClock:
 
         try:
             with self.engine.connect() as conn:
-                return conn.execute(text("SELECT clock_timestamp()")).scalar_one().astimezone(timezone.utc)
+                return conn.execute(text("SELECT clock_timestamp()")).scalar_one().astimezone(UTC)
         except DBAPIError as exc:
             raise StorageUnavailable("the database is unavailable; retry shortly") from exc

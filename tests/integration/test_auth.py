@@ -1,4 +1,5 @@
 """API keys → tenants (spec 3.1, 4.2, 4.5 stage 1), over real gRPC; the loopback-only rule."""
+
 from __future__ import annotations
 
 import hashlib
@@ -47,11 +48,11 @@ KEYS = {KEY_ACME: "acme", KEY_ACME_2: "acme", KEY_GLOBEX: "globex"}
 UNKNOWN_KEY = "swk_unknown-0123456789abcdefghijklmnopqrstuvw"
 
 
-def unauthenticated(err) -> None:  # noqa: ANN001
+def unauthenticated(err) -> None:
     check_error(err, grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED", "unauthenticated", False)
 
 
-def permission_denied(err) -> None:  # noqa: ANN001
+def permission_denied(err) -> None:
     check_error(err, grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED", "permission_denied", False)
 
 
@@ -62,13 +63,17 @@ def keyed(tmp_path_factory):
     srv.stop()
 
 
-def every_rpc(stub) -> dict:  # noqa: ANN001
+def every_rpc(stub) -> dict:
     """One syntactically valid call of each RPC (what they name need not exist)."""
     scope = new_scope()
     return {
         "Activate": lambda: stub.Activate(pb.ActivateRequest(task="t", initial_goal="g", scope=scope), timeout=30),
-        "Remember": lambda: stub.Remember(pb.RememberRequest(session_id="sess_000000000000", scope=scope, content="c"), timeout=30),
-        "Recall": lambda: stub.Recall(pb.RecallRequest(session_id="sess_000000000000", scope=scope, query="q"), timeout=30),
+        "Remember": lambda: stub.Remember(
+            pb.RememberRequest(session_id="sess_000000000000", scope=scope, content="c"), timeout=30
+        ),
+        "Recall": lambda: stub.Recall(
+            pb.RecallRequest(session_id="sess_000000000000", scope=scope, query="q"), timeout=30
+        ),
         "Feedback": lambda: stub.Feedback(pb.FeedbackRequest(retrieval_id="ctx_000000000000"), timeout=30),
         "Commit": lambda: stub.Commit(commit_request("sess_000000000000"), timeout=30),
     }
@@ -85,11 +90,17 @@ def test_s11_another_tenants_session_and_retrieval_are_not_found(keyed):
 
     err = expect_error(lambda: remember(globex, a.session_id, scope, "x"))
     check_error(err, grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND", "invalid_input", False)
-    err = expect_error(lambda: globex.Recall(pb.RecallRequest(session_id=a.session_id, scope=scope, query="ARM"), timeout=30))
+    err = expect_error(
+        lambda: globex.Recall(pb.RecallRequest(session_id=a.session_id, scope=scope, query="ARM"), timeout=30)
+    )
     check_error(err, grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND", "invalid_input", False)
     err = expect_error(lambda: commit(globex, a.session_id))
     check_error(err, grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND", "invalid_input", False)
-    err = expect_error(lambda: globex.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id, coverage=pb.COVERAGE_COMPLETE), timeout=30))
+    err = expect_error(
+        lambda: globex.Feedback(
+            pb.FeedbackRequest(retrieval_id=a.retrieval_id, coverage=pb.COVERAGE_COMPLETE), timeout=30
+        )
+    )
     check_error(err, grpc.StatusCode.NOT_FOUND, "NOT_FOUND", "not_found", False)
 
     # The owner still has both, untouched: the session is open and its retrieval unassessed.
@@ -104,22 +115,26 @@ def test_s12_keys_configured_and_no_authorization_metadata_is_unauthenticated(ke
         unauthenticated(err)
         assert err.domain == "slowave.ai", name
     assert keyed.snapshot() == before, "a refused call reads and writes nothing"
-    refused = keyed.running.metrics.registry.get_sample_value("slowave_requests_refused_total",
-                                                              {"reason": "UNAUTHENTICATED"})
+    refused = keyed.running.metrics.registry.get_sample_value(
+        "slowave_requests_refused_total", {"reason": "UNAUTHENTICATED"}
+    )
     assert refused is not None and refused >= 5
 
 
 # ------------------------------------------------------------------------------- refusals
 
 
-@pytest.mark.parametrize("value", [
-    KEY_ACME,                      # no scheme
-    f"Basic {KEY_ACME}",
-    "Bearer",
-    "Bearer ",
-    f"Bearer {KEY_ACME} {KEY_ACME}",
-    f"Bearer{KEY_ACME}",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        KEY_ACME,  # no scheme
+        f"Basic {KEY_ACME}",
+        "Bearer",
+        "Bearer ",
+        f"Bearer {KEY_ACME} {KEY_ACME}",
+        f"Bearer{KEY_ACME}",
+    ],
+)
 def test_malformed_authorization_is_unauthenticated(keyed, value):
     channel = channel_with_metadata(keyed.channel, [("authorization", value)])
     err = expect_error(every_rpc(pb_grpc.MemoryServiceStub(channel))["Activate"])
@@ -128,8 +143,9 @@ def test_malformed_authorization_is_unauthenticated(keyed, value):
 
 
 def test_repeated_authorization_metadata_is_malformed(keyed):
-    channel = channel_with_metadata(keyed.channel, [("authorization", f"Bearer {KEY_ACME}"),
-                                                    ("authorization", f"Bearer {KEY_GLOBEX}")])
+    channel = channel_with_metadata(
+        keyed.channel, [("authorization", f"Bearer {KEY_ACME}"), ("authorization", f"Bearer {KEY_GLOBEX}")]
+    )
     unauthenticated(expect_error(every_rpc(pb_grpc.MemoryServiceStub(channel))["Activate"]))
 
 
@@ -171,12 +187,16 @@ def test_scheme_is_case_insensitive_and_two_keys_of_one_tenant_share_its_store(k
 def test_health_is_unauthenticated_and_reflection_needs_a_key(keyed):
     health = health_pb2_grpc.HealthStub(keyed.channel)
     for service in ("", "slowave.v1.MemoryService"):
-        assert health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10).status == \
-            health_pb2.HealthCheckResponse.SERVING
+        assert (
+            health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10).status
+            == health_pb2.HealthCheckResponse.SERVING
+        )
 
     def list_services(channel: grpc.Channel) -> list[str]:
         stub = reflection_pb2_grpc.ServerReflectionStub(channel)
-        answer = next(stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10))
+        answer = next(
+            stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10)
+        )
         return [s.name for s in answer.list_services_response.service]
 
     unauthenticated(expect_error(lambda: list_services(keyed.channel)))
@@ -208,7 +228,7 @@ def test_disabled_tenant_is_permission_denied_until_enabled(make_server):
         srv.admin("tenants", "disable", "no-such-tenant")
 
 
-def _mint(srv, tenant: str) -> tuple[str, str]:  # noqa: ANN001
+def _mint(srv, tenant: str) -> tuple[str, str]:
     out = srv.admin("keys", "mint", tenant, "--label", "test")
     key = re.search(r"^api_key: (\S+)$", out, re.M).group(1)
     shown = re.search(r"^key_hash: sha256:([0-9a-f]+)", out, re.M).group(1)
@@ -271,7 +291,7 @@ def test_revocation_and_disabling_apply_within_the_cache_time(make_server):
 # ------------------------------------------------------------------------------- configuration sources
 
 
-def _all_text(srv) -> str:  # noqa: ANN001
+def _all_text(srv) -> str:
     """Every row of every table (the full-text index's tables included), as text."""
     parts = []
     engine = srv.running.ctx.db.engine
@@ -305,8 +325,12 @@ def test_keys_from_file_and_environment_and_only_hashes_stored(tmp_path, caplog)
         srv.consolidate()
         unauthenticated(expect_error(every_rpc(keyed_stub(srv.channel, "not-a-configured-key-00000"))["Activate"]))
         # Tenants come from the configured mapping: both acme keys see acme's claims only.
-        facts = {m.content for m in activate(keyed_stub(srv.channel, plain_in_file), scope,
-                                             task="A fact that acme keeps. A fact that globex keeps.").memories}
+        facts = {
+            m.content
+            for m in activate(
+                keyed_stub(srv.channel, plain_in_file), scope, task="A fact that acme keeps. A fact that globex keeps."
+            ).memories
+        }
         assert facts == {"A fact that acme keeps."}
 
         dump = _all_text(srv)
@@ -396,7 +420,7 @@ def test_minting_the_first_key_locks_an_open_server_for_good(make_server):
 # ------------------------------------------------------------------------------- loopback-only without keys
 
 
-def _settings(tmp_path: Path, addr: str, **kw) -> Settings:  # noqa: ANN003
+def _settings(tmp_path: Path, addr: str, **kw) -> Settings:
     return Settings(listen_addr=addr, database_url=new_database_url(tmp_path), metrics_addr="", **kw)
 
 
@@ -420,8 +444,9 @@ def test_open_server_binds_loopback_addresses(tmp_path, addr):
         running.stop(grace=1)
 
 
-@pytest.mark.parametrize("extra", [{"allow_insecure_bind": True},
-                                   {"api_keys": (KeyEntry("acme", hash_key(KEY_ACME)),)}])
+@pytest.mark.parametrize(
+    "extra", [{"allow_insecure_bind": True}, {"api_keys": (KeyEntry("acme", hash_key(KEY_ACME)),)}]
+)
 def test_non_loopback_bind_with_keys_or_opt_in(tmp_path, extra):
     running = start_server(_settings(tmp_path, "0.0.0.0:0", **extra))
     try:
@@ -434,8 +459,12 @@ def test_non_loopback_bind_with_keys_or_opt_in(tmp_path, extra):
 
 
 def test_server_process_explains_the_refusal(tmp_path):
-    env = {**os.environ, "SLOWAVE_LISTEN_ADDR": "0.0.0.0:0", "SLOWAVE_METRICS_ADDR": "",
-           "SLOWAVE_DATABASE_URL": new_database_url(tmp_path)}
+    env = {
+        **os.environ,
+        "SLOWAVE_LISTEN_ADDR": "0.0.0.0:0",
+        "SLOWAVE_METRICS_ADDR": "",
+        "SLOWAVE_DATABASE_URL": new_database_url(tmp_path),
+    }
     env.pop("SLOWAVE_ALLOW_INSECURE_BIND", None)
     env.pop("SLOWAVE_API_KEYS", None)
     env.pop("SLOWAVE_API_KEYS_FILE", None)

@@ -1,5 +1,6 @@
 """Commit over real gRPC: the gate, validation before the gate, trajectories, procedures,
 session_note and concurrent commits (contract sections 2.6, 9, 11; checklist 10, 42-50, 66)."""
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,10 @@ CAUTIONARY_CAVEAT = (
 # Three claims with disjoint vocabularies, so that a cue containing one verbatim admits only it
 # (admission floor, 12.1). A cue containing all three ranks the longest first (more matched words);
 # test 43 seeds them shortest first, so that exposure order differs from id order.
-CLAIM_A = ("The nightly backup job copies compressed archives into the cold storage bucket called "
-           "glacier-east every Sunday morning before dawn")
+CLAIM_A = (
+    "The nightly backup job copies compressed archives into the cold storage bucket called "
+    "glacier-east every Sunday morning before dawn"
+)
 CLAIM_B = "Staging database credentials rotate monthly through Vault"
 CLAIM_C = "Metrics listen on port 8443"
 NOTHING_CUE = "zebra quokka lemur"  # shares no word with any claim: admits nothing
@@ -176,8 +179,13 @@ def test_s42_commit_with_one_unassessed_memory_is_refused_then_succeeds(server, 
     assert_only_touched(before, server.snapshot())
     assert session_record(server, a.session_id)["state"] == "OPEN"
 
-    stub.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=[
-        pb.MemoryFeedbackEntry(memory_id=second, assessment=pb.MEMORY_ASSESSMENT_NOT_USED)]), timeout=30)
+    stub.Feedback(
+        pb.FeedbackRequest(
+            retrieval_id=a.retrieval_id,
+            memory_feedback=[pb.MemoryFeedbackEntry(memory_id=second, assessment=pb.MEMORY_ASSESSMENT_NOT_USED)],
+        ),
+        timeout=30,
+    )
     done = stub.Commit(request, timeout=30)  # the identical request
     assert done.operation == pb.COMMIT_OPERATION_CLOSED
     assert done.committed and done.feedback_status == pb.FEEDBACK_STATUS_COMPLETE
@@ -206,13 +214,17 @@ def test_s43_outstanding_skips_empty_retrievals_and_follows_exposure_and_creatio
     m_c, m_b, m_a = seed_memories(stub, scope, [CLAIM_C, CLAIM_B, CLAIM_A])
 
     # rec2: all three, two on page one, the third on a continuation page (joins rec2 when served).
-    rec2 = stub.Recall(pb.RecallRequest(session_id=s.session_id, scope=scope, page_size=2,
-                                        query=f"{CLAIM_A}. {CLAIM_B}. {CLAIM_C}."), timeout=30)
+    rec2 = stub.Recall(
+        pb.RecallRequest(session_id=s.session_id, scope=scope, page_size=2, query=f"{CLAIM_A}. {CLAIM_B}. {CLAIM_C}."),
+        timeout=30,
+    )
     assert len(rec2.memories) == 2 and rec2.more_available
     # rec3: exposes nothing.
     rec3 = stub.Recall(pb.RecallRequest(session_id=s.session_id, scope=scope, query=NOTHING_CUE), timeout=30)
     assert list(rec3.memories) == [] and list(rec3.procedures) == []
-    page2 = stub.Recall(pb.RecallRequest(session_id=s.session_id, scope=scope, continue_from=rec2.continue_from), timeout=30)
+    page2 = stub.Recall(
+        pb.RecallRequest(session_id=s.session_id, scope=scope, continue_from=rec2.continue_from), timeout=30
+    )
     assert page2.retrieval_id == rec2.retrieval_id and len(page2.memories) == 1
     rec2_order = [m.memory_id for m in rec2.memories] + [m.memory_id for m in page2.memories]
     assert sorted(rec2_order) == sorted([m_a, m_b, m_c])
@@ -278,9 +290,11 @@ def test_s45_trajectory_limits_and_default_status(server, stub, scope):
     assert_unchanged(before, server.snapshot())
 
     # 32 entries and 1000 characters are within the limits; a missing status is stored as `unknown`.
-    steps = [entry("Read the job log", status=pb.TRAJECTORY_STATUS_SUCCEEDED),
-             entry("The runner image lacked git-lfs", kind=pb.TRAJECTORY_KIND_OBSERVATION),
-             entry("y" * 1000)] + [entry(f"Retried run {i}", status=pb.TRAJECTORY_STATUS_FAILED) for i in range(29)]
+    steps = [
+        entry("Read the job log", status=pb.TRAJECTORY_STATUS_SUCCEEDED),
+        entry("The runner image lacked git-lfs", kind=pb.TRAJECTORY_KIND_OBSERVATION),
+        entry("y" * 1000),
+    ] + [entry(f"Retried run {i}", status=pb.TRAJECTORY_STATUS_FAILED) for i in range(29)]
     assert len(steps) == 32
     done = commit(stub, a.session_id, trajectory=steps)
     assert done.operation == pb.COMMIT_OPERATION_CLOSED
@@ -300,7 +314,9 @@ def test_s45_trajectory_limit_counts_entries_before_filtering(server, stub, scop
     a = activate(stub, scope, task="Repair the flaky integration job")
     lifecycle = [entry("Activated the Slowave session"), entry("Committed the session.")]
     before = server.snapshot()
-    err = expect_error(lambda: commit(stub, a.session_id, trajectory=lifecycle + [entry(f"Step {i}") for i in range(31)]))
+    err = expect_error(
+        lambda: commit(stub, a.session_id, trajectory=lifecycle + [entry(f"Step {i}") for i in range(31)])
+    )
     assert_invalid(err)
     assert err.paths == ["trajectory"]
     assert_unchanged(before, server.snapshot())
@@ -313,9 +329,9 @@ def test_s45_summary_limit_counts_code_points_not_bytes(server, stub, scope):
     assert_invalid(err)
     assert err.paths == ["trajectory[0].summary"]
     assert_unchanged(before, server.snapshot())
-    done = commit(stub, a.session_id, trajectory=[entry("\U0001F600" * 1000)])  # 4000 bytes, 1000 characters
+    done = commit(stub, a.session_id, trajectory=[entry("\U0001f600" * 1000)])  # 4000 bytes, 1000 characters
     assert done.operation == pb.COMMIT_OPERATION_CLOSED
-    assert [e["summary"] for e in session_record(server, a.session_id)["trajectory"]] == ["\U0001F600" * 1000]
+    assert [e["summary"] for e in session_record(server, a.session_id)["trajectory"]] == ["\U0001f600" * 1000]
 
 
 # ------------------------------------------------------------------------------------------ 46
@@ -323,16 +339,21 @@ def test_s45_summary_limit_counts_code_points_not_bytes(server, stub, scope):
 
 def test_s46_lifecycle_entries_are_filtered_and_the_real_step_stored(server, stub, scope):
     a = activate(stub, scope, task="Fix the session resolver")
-    trajectory = [entry("Activated the Slowave session"), entry("Called slowave_recall"),
-                  entry("slowave_commit: done"), entry("Committed the session."),
-                  entry("Fixed the slowave session resolver", status=pb.TRAJECTORY_STATUS_SUCCEEDED)]
+    trajectory = [
+        entry("Activated the Slowave session"),
+        entry("Called slowave_recall"),
+        entry("slowave_commit: done"),
+        entry("Committed the session."),
+        entry("Fixed the slowave session resolver", status=pb.TRAJECTORY_STATUS_SUCCEEDED),
+    ]
     done = commit(stub, a.session_id, trajectory=trajectory)
     assert done.operation == pb.COMMIT_OPERATION_CLOSED
     assert done.HasField("trajectory_lifecycle_filtered") and done.trajectory_lifecycle_filtered == 4
     assert done.episodes_formed == 1  # the one stored entry (11.5)
     stored = session_record(server, a.session_id)["trajectory"]
     assert [(e["summary"], e["kind"], e["status"], e["position"]) for e in stored] == [
-        ("Fixed the slowave session resolver", "action", "succeeded", 0)]
+        ("Fixed the slowave session resolver", "action", "succeeded", 0)
+    ]
 
 
 # ------------------------------------------------------------------------------------------ 47
@@ -340,10 +361,15 @@ def test_s46_lifecycle_entries_are_filtered_and_the_real_step_stored(server, stu
 
 def test_s47_nothing_filtered_means_field_absent(server, stub, scope):
     a = activate(stub, scope, task="Tune the connection pool")
-    done = commit(stub, a.session_id, trajectory=[
-        entry("Raised the pool size to 20"),
-        entry("Called slowave_recall to find the deploy port, then edited config.yaml"),  # kept (11.2)
-        entry("Latency dropped below 50 ms", kind=pb.TRAJECTORY_KIND_OBSERVATION)])
+    done = commit(
+        stub,
+        a.session_id,
+        trajectory=[
+            entry("Raised the pool size to 20"),
+            entry("Called slowave_recall to find the deploy port, then edited config.yaml"),  # kept (11.2)
+            entry("Latency dropped below 50 ms", kind=pb.TRAJECTORY_KIND_OBSERVATION),
+        ],
+    )
     assert done.operation == pb.COMMIT_OPERATION_CLOSED
     assert not done.HasField("trajectory_lifecycle_filtered")
     assert len(session_record(server, a.session_id)["trajectory"]) == 3
@@ -395,9 +421,11 @@ def test_s48_session_note_present_only_without_recall(server, stub):
 def test_s49_procedure_needs_summary_or_steps_and_defaults_goal(server, stub, scope):
     a = activate(stub, scope, task="Rebuild the search index")
     before = server.snapshot()
-    for bad in (pb.CommitProcedure(),
-                pb.CommitProcedure(goal="Rebuild an index", context=nested_context(2)),
-                pb.CommitProcedure(summary="   ", steps=["", "  "], caveats=["Needs downtime"])):
+    for bad in (
+        pb.CommitProcedure(),
+        pb.CommitProcedure(goal="Rebuild an index", context=nested_context(2)),
+        pb.CommitProcedure(summary="   ", steps=["", "  "], caveats=["Needs downtime"]),
+    ):
         err = expect_error(lambda: commit(stub, a.session_id, procedure=bad))
         assert_invalid(err, "procedure")
         assert err.paths == ["procedure"]
@@ -405,8 +433,12 @@ def test_s49_procedure_needs_summary_or_steps_and_defaults_goal(server, stub, sc
 
     # Only a summary, goal omitted: accepted, goal = final_goal, id = proc_<session_id>.
     goal_a = "Rebuild the search index after a mapping change"
-    done = commit(stub, a.session_id, final_goal=goal_a,
-                  procedure=pb.CommitProcedure(summary="Drop the alias, reindex, swap the alias back."))
+    done = commit(
+        stub,
+        a.session_id,
+        final_goal=goal_a,
+        procedure=pb.CommitProcedure(summary="Drop the alias, reindex, swap the alias back."),
+    )
     assert done.operation == pb.COMMIT_OPERATION_CLOSED
     assert done.procedure_id == f"proc_{a.session_id}"
 
@@ -414,8 +446,12 @@ def test_s49_procedure_needs_summary_or_steps_and_defaults_goal(server, stub, sc
     b = activate(stub, scope, task="Rotate the index replicas")
     assess_all(stub, b)  # it may expose the first procedure (lexical overlap)
     goal_b = "Rotate index replicas without downtime"
-    done_b = commit(stub, b.session_id, final_goal="Rotated the replicas",
-                    procedure=pb.CommitProcedure(goal=goal_b, steps=["Add a replica", "Remove the oldest replica"]))
+    done_b = commit(
+        stub,
+        b.session_id,
+        final_goal="Rotated the replicas",
+        procedure=pb.CommitProcedure(goal=goal_b, steps=["Add a replica", "Remove the oldest replica"]),
+    )
     assert done_b.operation == pb.COMMIT_OPERATION_CLOSED
     assert done_b.procedure_id == f"proc_{b.session_id}"
 
@@ -441,18 +477,37 @@ def test_s49_procedure_needs_summary_or_steps_and_defaults_goal(server, stub, sc
 def test_s50_failed_procedure_is_returned_with_caveat_penalty_and_warning(server, stub, scope):
     shared_task = "Upgrade the message broker cluster"
     goal = "Upgrade the broker cluster one node at a time"
-    procedure = pb.CommitProcedure(goal=goal, summary="Drain a node, upgrade it, rejoin it, repeat.",
-                                   steps=["Drain the node", "Upgrade the package", "Rejoin the cluster"],
-                                   caveats=["Keep a quorum at all times"])
+    procedure = pb.CommitProcedure(
+        goal=goal,
+        summary="Drain a node, upgrade it, rejoin it, repeat.",
+        steps=["Drain the node", "Upgrade the package", "Rejoin the cluster"],
+        caveats=["Keep a quorum at all times"],
+    )
     # Both sessions are opened before either commits, so neither activation sees the other's procedure.
     bad = activate(stub, scope, task=shared_task)
     good = activate(stub, scope, task=shared_task)
-    commit(stub, bad.session_id, final_goal=goal, outcome=res.OUTCOME_FAILURE, procedure=procedure,
-           outcome_summary="The broker upgrade lost quorum and was rolled back.",
-           verification=pb.Verification(status=res.VERIFICATION_STATUS_VERIFIED, summary="Cluster status showed no quorum."))
-    commit(stub, good.session_id, final_goal=goal, outcome=res.OUTCOME_SUCCESS, procedure=procedure,
-           outcome_summary="The broker cluster runs the new version on every node.",
-           verification=pb.Verification(status=res.VERIFICATION_STATUS_VERIFIED, summary="All nodes report the new version."))
+    commit(
+        stub,
+        bad.session_id,
+        final_goal=goal,
+        outcome=res.OUTCOME_FAILURE,
+        procedure=procedure,
+        outcome_summary="The broker upgrade lost quorum and was rolled back.",
+        verification=pb.Verification(
+            status=res.VERIFICATION_STATUS_VERIFIED, summary="Cluster status showed no quorum."
+        ),
+    )
+    commit(
+        stub,
+        good.session_id,
+        final_goal=goal,
+        outcome=res.OUTCOME_SUCCESS,
+        procedure=procedure,
+        outcome_summary="The broker cluster runs the new version on every node.",
+        verification=pb.Verification(
+            status=res.VERIFICATION_STATUS_VERIFIED, summary="All nodes report the new version."
+        ),
+    )
     bad_id, good_id = f"proc_{bad.session_id}", f"proc_{good.session_id}"
 
     later = activate(stub, scope, task=goal)
@@ -477,10 +532,15 @@ def test_s50_failed_procedure_is_returned_with_caveat_penalty_and_warning(server
 
 def test_s66_tool_call_narration_with_ids_is_filtered_but_longer_step_kept(server, stub, scope):
     a = activate(stub, scope, task="Get CI green")
-    done = commit(stub, a.session_id, trajectory=[
-        entry("Called slowave_feedback on ctx_a1b2c3d4e5f6"),
-        entry("Ran slowave_commit with outcome success"),
-        entry("Ran slowave_commit with outcome success after fixing CI", status=pb.TRAJECTORY_STATUS_SUCCEEDED)])
+    done = commit(
+        stub,
+        a.session_id,
+        trajectory=[
+            entry("Called slowave_feedback on ctx_a1b2c3d4e5f6"),
+            entry("Ran slowave_commit with outcome success"),
+            entry("Ran slowave_commit with outcome success after fixing CI", status=pb.TRAJECTORY_STATUS_SUCCEEDED),
+        ],
+    )
     assert done.HasField("trajectory_lifecycle_filtered") and done.trajectory_lifecycle_filtered == 2
     assert done.episodes_formed == 1
     stored = session_record(server, a.session_id)["trajectory"]
@@ -489,13 +549,17 @@ def test_s66_tool_call_narration_with_ids_is_filtered_but_longer_step_kept(serve
 
 def test_s66_lifecycle_detector_edge_cases(server, stub, scope):
     a = activate(stub, scope, task="Get CI green")
-    dropped = ["  CALLED   the slowave_feedback tool on ctx_a1b2c3d4e5f6, and sch_42 !",
-               "Invoked slowave_remember for sch_1 and sch_2",
-               "slowave_feedback: assessed 3 memories",
-               "  The Slowave session was committed.  "]
-    kept = ["Called slowave_recall to find the deploy port, then edited config.yaml",
-            "Ran slowave_commit with outcome unknown",
-            "Committed the session changes to git"]
+    dropped = [
+        "  CALLED   the slowave_feedback tool on ctx_a1b2c3d4e5f6, and sch_42 !",
+        "Invoked slowave_remember for sch_1 and sch_2",
+        "slowave_feedback: assessed 3 memories",
+        "  The Slowave session was committed.  ",
+    ]
+    kept = [
+        "Called slowave_recall to find the deploy port, then edited config.yaml",
+        "Ran slowave_commit with outcome unknown",
+        "Committed the session changes to git",
+    ]
     done = commit(stub, a.session_id, trajectory=[entry(s) for s in dropped + kept])
     assert done.trajectory_lifecycle_filtered == len(dropped)
     stored = session_record(server, a.session_id)["trajectory"]
@@ -520,8 +584,17 @@ def test_s43_outstanding_lists_procedures_in_exposure_order(server, stub, scope)
     err = expect_error(lambda: commit(stub, a.session_id))
     assert_incomplete_feedback(err, [(a.retrieval_id, mems, procs)])
     # Assessing the first procedure leaves the rest, still in exposure order.
-    stub.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id, procedure_feedback=[pb.ProcedureFeedbackEntry(
-        procedure_id=procs[0], use=pb.PROCEDURE_USE_NOT_USED, effect=res.EFFECT_UNKNOWN)]), timeout=30)
+    stub.Feedback(
+        pb.FeedbackRequest(
+            retrieval_id=a.retrieval_id,
+            procedure_feedback=[
+                pb.ProcedureFeedbackEntry(
+                    procedure_id=procs[0], use=pb.PROCEDURE_USE_NOT_USED, effect=res.EFFECT_UNKNOWN
+                )
+            ],
+        ),
+        timeout=30,
+    )
     err = expect_error(lambda: commit(stub, a.session_id))
     assert_incomplete_feedback(err, [(a.retrieval_id, mems, procs[1:])])
 
@@ -531,8 +604,9 @@ def test_s44_any_shape_error_precedes_the_gate(server, stub, scope):
     a = activate(stub, scope, task=f"Expose metrics. {CLAIM_C}")
     assert [x.memory_id for x in a.memories] == [m]
     before = server.snapshot()
-    err = expect_error(lambda: commit(stub, a.session_id, final_goal="  ",
-                                      trajectory=[entry(f"Step {i}") for i in range(33)]))
+    err = expect_error(
+        lambda: commit(stub, a.session_id, final_goal="  ", trajectory=[entry(f"Step {i}") for i in range(33)])
+    )
     assert_invalid(err, "final_goal", "trajectory")
     assert not err.outstanding
     assert_unchanged(before, server.snapshot())
@@ -557,8 +631,12 @@ def test_s48_refused_recalls_count_as_recall_calls(server, stub):
 def test_s49_blank_procedure_goal_defaults_to_final_goal(server, stub, scope):
     a = activate(stub, scope, task="Compact the event log")
     final_goal = "Compact the event log without losing offsets"
-    done = commit(stub, a.session_id, final_goal=final_goal,
-                  procedure=pb.CommitProcedure(goal="   ", steps=["  Snapshot offsets  ", " ", "Run compaction"]))
+    done = commit(
+        stub,
+        a.session_id,
+        final_goal=final_goal,
+        procedure=pb.CommitProcedure(goal="   ", steps=["  Snapshot offsets  ", " ", "Run compaction"]),
+    )
     assert done.procedure_id == f"proc_{a.session_id}"
     later = activate(stub, scope, task=final_goal)
     procs = {p.procedure_id: p for p in later.procedures}

@@ -4,6 +4,7 @@ Outcome summaries and goals are built by `claim()` (a random suffix on every wor
 admitted only by a cue containing it verbatim (spec 12.1). `server.consolidate()` runs the queued
 consolidation synchronously; the background consolidator is only relied on with `wait_until`.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,11 +24,11 @@ def claim(text: str) -> str:
     return " ".join(f"{w}{h}" for w in re.findall(r"[^\W_]+", text))
 
 
-def ids(response) -> list[str]:  # noqa: ANN001
+def ids(response) -> list[str]:
     return [m.memory_id for m in response.memories]
 
 
-def closed_session(stub, scope: str, **commit_kw) -> tuple[str, pb.CommitResponse]:  # noqa: ANN001, ANN003
+def closed_session(stub, scope: str, **commit_kw) -> tuple[str, pb.CommitResponse]:
     a = activate(stub, scope, task=claim("fix the nightly build"), initial_goal="Fix the nightly build")
     assess_all(stub, a)
     c = commit(stub, a.session_id, **commit_kw)
@@ -35,7 +36,7 @@ def closed_session(stub, scope: str, **commit_kw) -> tuple[str, pb.CommitRespons
     return a.session_id, c
 
 
-def retrieve(stub, scope: str, task: str) -> pb.ActivateResponse:  # noqa: ANN001
+def retrieve(stub, scope: str, task: str) -> pb.ActivateResponse:
     """An Activate whose session is then closed, so retrieval sessions do not pile up open."""
     a = activate(stub, scope, task=task, initial_goal="Look it up")
     assess_all(stub, a)
@@ -43,7 +44,7 @@ def retrieve(stub, scope: str, task: str) -> pb.ActivateResponse:  # noqa: ANN00
     return a
 
 
-def session_links(server, session_id: str) -> list:  # noqa: ANN001
+def session_links(server, session_id: str) -> list:
     """White-box: the session → derived-memory links consolidation keeps (no RPC reports them)."""
     with server.running.ctx.db.transaction() as repo:
         return [(link.memory_number, link.created_by_session) for link in repo.session_links(session_id)]
@@ -70,8 +71,14 @@ def test_s59_outcome_summary_becomes_a_lesson_and_follows_updates(server, stub, 
     assert p.source_verification_status == res.VERIFICATION_STATUS_VERIFIED
     lesson1 = m.memory_id
 
-    u = commit(stub, sid, final_goal=goal, outcome_summary=s2, outcome=res.OUTCOME_PARTIAL,
-               verification=pb.Verification(status=res.VERIFICATION_STATUS_PARTIALLY_VERIFIED, summary="CI ran once."))
+    u = commit(
+        stub,
+        sid,
+        final_goal=goal,
+        outcome_summary=s2,
+        outcome=res.OUTCOME_PARTIAL,
+        verification=pb.Verification(status=res.VERIFICATION_STATUS_PARTIALLY_VERIFIED, summary="CI ran once."),
+    )
     assert u.operation == pb.COMMIT_OPERATION_UPDATED and u.already_ended
     server.consolidate()
 
@@ -99,7 +106,7 @@ def test_s59_consolidation_runs_in_background_within_seconds(server, stub, scope
     summary = claim("Rotated the signing keys and every service accepted the new tokens.")
     sid, _ = closed_session(stub, scope, outcome_summary=summary)
 
-    def lesson():  # noqa: ANN202
+    def lesson():
         a = activate(stub, scope, task=summary)
         return [m for m in a.memories if m.content == summary]
 
@@ -154,11 +161,19 @@ def test_s63_procedure_context_normalised_and_blank_evidence_ref_dropped(server,
     goal = claim("Deploy a new service version to the staging environment")
     a = activate(stub, scope, task=claim("deploy the auth service"))
     assess_all(stub, a)
-    c = commit(stub, a.session_id,
-               verification=pb.Verification(status=res.VERIFICATION_STATUS_VERIFIED, summary="Health check 200.",
-                                            evidence_refs=[""]),
-               procedure=pb.CommitProcedure(goal=goal, summary=claim("build push and roll out"),
-                                            context=_seed_context(), steps=[claim("build the image")]))
+    c = commit(
+        stub,
+        a.session_id,
+        verification=pb.Verification(
+            status=res.VERIFICATION_STATUS_VERIFIED, summary="Health check 200.", evidence_refs=[""]
+        ),
+        procedure=pb.CommitProcedure(
+            goal=goal,
+            summary=claim("build push and roll out"),
+            context=_seed_context(),
+            steps=[claim("build the image")],
+        ),
+    )
     assert c.operation == pb.COMMIT_OPERATION_CLOSED and c.committed
     assert c.procedure_id == f"proc_{a.session_id}"
 
@@ -177,8 +192,11 @@ def test_s63_procedure_context_gates_applicability(server, stub, scope):
     goal = claim("Deploy a new service version to the staging environment")
     a = activate(stub, scope, task=claim("deploy the auth service"))
     assess_all(stub, a)
-    c = commit(stub, a.session_id, procedure=pb.CommitProcedure(goal=goal, context=_seed_context(),
-                                                                steps=[claim("build the image")]))
+    c = commit(
+        stub,
+        a.session_id,
+        procedure=pb.CommitProcedure(goal=goal, context=_seed_context(), steps=[claim("build the image")]),
+    )
 
     def returned(context: dict) -> bool:
         req = pb.ActivateRequest(task=goal, initial_goal="deploy", scope=scope)
@@ -212,8 +230,13 @@ def test_s70_consolidation_matches_a_remembered_lesson_and_keeps_it(server, stub
     assert ids(b) == [lesson.memory_id]
     assert b.memories[0].provenance.source_kind == "explicit_remember"
     assert b.memories[0].type == res.MEMORY_TYPE_LESSON
-    f = stub.Feedback(pb.FeedbackRequest(retrieval_id=b.retrieval_id, memory_feedback=[
-        pb.MemoryFeedbackEntry(memory_id=lesson.memory_id, assessment=pb.MEMORY_ASSESSMENT_USED)]), timeout=30)
+    f = stub.Feedback(
+        pb.FeedbackRequest(
+            retrieval_id=b.retrieval_id,
+            memory_feedback=[pb.MemoryFeedbackEntry(memory_id=lesson.memory_id, assessment=pb.MEMORY_ASSESSMENT_USED)],
+        ),
+        timeout=30,
+    )
     assert list(f.record.applied.strengthened) == [lesson.memory_id]
     commit(stub, b.session_id, outcome_summary=claim("used the lesson"))
 
@@ -233,7 +256,7 @@ def test_s70_consolidation_matches_a_remembered_lesson_and_keeps_it(server, stub
     assert d.memories[0].provenance.source_session_id == a.session_id
     assert d.memories[0].memory_id != lesson.memory_id
     # Only unlinked: no service-authored retirement row was appended for the remembered lesson.
-    new_rows = server.snapshot()["ledger"][len(ledger_before):]
+    new_rows = server.snapshot()["ledger"][len(ledger_before) :]
     assert not any(lesson.memory_id in row for row in new_rows if "stale" in row)
     assert [n for n, _ in session_links(server, a.session_id)] == [memory_number(d.memories[0].memory_id)]
 

@@ -15,6 +15,7 @@ calls are in flight, and the store is read directly as the crash left it:
 Then the server is restarted on the same store with a short idle timeout: it serves the
 acknowledged data, and its reaper closes the sessions the crash left open.
 """
+
 from __future__ import annotations
 
 import json
@@ -62,41 +63,59 @@ class Acknowledged:
     errors_before_kill: list[str] = field(default_factory=list)
 
 
-def _cycle(stub, scope: str, worker: int, acks: Acknowledged) -> None:  # noqa: ANN001
+def _cycle(stub, scope: str, worker: int, acks: Acknowledged) -> None:
     tag = f"{worker}-{uuid.uuid4().hex[:10]}"
-    a = stub.Activate(pb.ActivateRequest(task=TASK, initial_goal="Renew certificates", scope=scope), timeout=CALL_TIMEOUT)
+    a = stub.Activate(
+        pb.ActivateRequest(task=TASK, initial_goal="Renew certificates", scope=scope), timeout=CALL_TIMEOUT
+    )
     with acks.lock:
         acks.sessions.add(a.session_id)
     for k in range(2):
         content = f"Crash load claim {tag} number {k}."
-        r = stub.Remember(pb.RememberRequest(session_id=a.session_id, scope=scope, content=content,
-                                             type=res.MEMORY_TYPE_FACT), timeout=CALL_TIMEOUT).memory
+        r = stub.Remember(
+            pb.RememberRequest(session_id=a.session_id, scope=scope, content=content, type=res.MEMORY_TYPE_FACT),
+            timeout=CALL_TIMEOUT,
+        ).memory
         with acks.lock:
             acks.claims[r.memory_id] = (content, a.session_id, r.source_event_id)
     items = [f"Crash batch claim {tag} item {k}." for k in range(2)]
-    batch = stub.Remember(pb.RememberRequest(session_id=a.session_id, scope=scope, memories=[
-        pb.RememberItem(content=c, type=res.MEMORY_TYPE_DECISION) for c in items]), timeout=CALL_TIMEOUT).batch
+    batch = stub.Remember(
+        pb.RememberRequest(
+            session_id=a.session_id,
+            scope=scope,
+            memories=[pb.RememberItem(content=c, type=res.MEMORY_TYPE_DECISION) for c in items],
+        ),
+        timeout=CALL_TIMEOUT,
+    ).batch
     with acks.lock:
         for content, item in zip(items, batch.results):
             acks.claims[item.data.memory_id] = (content, a.session_id, item.data.source_event_id)
     entries = [used(a.memories[0].memory_id)] if a.memories else []
-    fb = stub.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=entries,
-                                          coverage=pb.COVERAGE_COMPLETE), timeout=CALL_TIMEOUT).record
+    fb = stub.Feedback(
+        pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=entries, coverage=pb.COVERAGE_COMPLETE),
+        timeout=CALL_TIMEOUT,
+    ).record
     with acks.lock:
         acks.feedback.update({event: a.retrieval_id for event in fb.accepted_event_ids})
     request = commit_request(
-        a.session_id, outcome_summary=f"Certificates renewed in run {tag}.",
-        procedure=pb.CommitProcedure(summary=f"Renewal method {tag}", steps=[f"Fetch {tag}", f"Install {tag}"],
-                                     caveats=["Check the canary"]),
-        trajectory=[pb.TrajectoryEntry(kind=pb.TRAJECTORY_KIND_ACTION, summary=f"Ran the renewal {tag}",
-                                       status=pb.TRAJECTORY_STATUS_SUCCEEDED),
-                    pb.TrajectoryEntry(kind=pb.TRAJECTORY_KIND_OBSERVATION, summary=f"Canary green {tag}")])
+        a.session_id,
+        outcome_summary=f"Certificates renewed in run {tag}.",
+        procedure=pb.CommitProcedure(
+            summary=f"Renewal method {tag}", steps=[f"Fetch {tag}", f"Install {tag}"], caveats=["Check the canary"]
+        ),
+        trajectory=[
+            pb.TrajectoryEntry(
+                kind=pb.TRAJECTORY_KIND_ACTION, summary=f"Ran the renewal {tag}", status=pb.TRAJECTORY_STATUS_SUCCEEDED
+            ),
+            pb.TrajectoryEntry(kind=pb.TRAJECTORY_KIND_OBSERVATION, summary=f"Canary green {tag}"),
+        ],
+    )
     response = stub.Commit(request, timeout=CALL_TIMEOUT)
     with acks.lock:
         acks.commits[a.session_id] = (request, response)
 
 
-def _load(stub, scope: str, worker: int, acks: Acknowledged, killed: threading.Event) -> None:  # noqa: ANN001
+def _load(stub, scope: str, worker: int, acks: Acknowledged, killed: threading.Event) -> None:
     while True:
         try:
             _cycle(stub, scope, worker, acks)
@@ -120,8 +139,13 @@ def _read_store(url: str, scope: str) -> dict:
             return {
                 "sessions": sessions,
                 "memories": {r.number: r for r in c.execute(select(t.memories).where(t.memories.c.scope == scope))},
-                "events": list(c.execute(select(t.source_events).where(t.source_events.c.session_id.in_(ids))
-                                         .order_by(t.source_events.c.number))),
+                "events": list(
+                    c.execute(
+                        select(t.source_events)
+                        .where(t.source_events.c.session_id.in_(ids))
+                        .order_by(t.source_events.c.number)
+                    )
+                ),
                 "episodes": list(c.execute(select(t.episodes).where(t.episodes.c.session_id.in_(ids)))),
                 "procedures": {r.id: r for r in c.execute(select(t.procedures).where(t.procedures.c.scope == scope))},
                 "queued": {r.session_id for r in c.execute(select(t.consolidation_queue))},
@@ -142,8 +166,15 @@ def _check_atomic_sessions(store: dict, load_sessions: set[str]) -> dict[str, in
         episodes = [e for e in store["episodes"] if e.session_id == sid]
         procedures = [p for p in store["procedures"].values() if p.session_id == sid]
         if s.state == "open":
-            assert (s.ended_at, s.final_goal, s.outcome, s.outcome_summary, s.verification, s.procedure_id,
-                    s.trajectory_stored) == (None,) * 7, f"open session {sid} carries commit effects: {s}"
+            assert (
+                s.ended_at,
+                s.final_goal,
+                s.outcome,
+                s.outcome_summary,
+                s.verification,
+                s.procedure_id,
+                s.trajectory_stored,
+            ) == (None,) * 7, f"open session {sid} carries commit effects: {s}"
             assert not s.completion_recorded and s.feedback_status == "pending", s
             assert trajectory == [] and episodes == [] and procedures == [], f"open session {sid} has commit rows"
             assert sid not in store["queued"], f"open session {sid} was queued for consolidation"
@@ -166,8 +197,9 @@ def _check_acknowledged(store: dict, acks: Acknowledged, scope: str) -> None:
         assert row is not None, f"acknowledged claim {mid} is gone"
         assert (row.content, row.scope, row.status) == (content, scope, "active"), row
         source = [e for e in store["events"] if f"evt_{e.number}" == event]
-        assert len(source) == 1 and source[0].memory_number == row.number and source[0].session_id == sid, \
+        assert len(source) == 1 and source[0].memory_number == row.number and source[0].session_id == sid, (
             f"source event {event} of {mid} is missing or wrong"
+        )
     for event, retrieval in acks.feedback.items():
         row = store["ledger_by_event"].get(event)
         assert row is not None, f"acknowledged feedback row {event} is gone"
@@ -178,8 +210,11 @@ def _check_acknowledged(store: dict, acks: Acknowledged, scope: str) -> None:
         assert (s.final_goal, s.outcome_summary, s.outcome) == (request.final_goal, request.outcome_summary, "success")
         assert s.verification["summary"] == request.verification.summary
         proc = store["procedures"][response.procedure_id]
-        assert (proc.summary, proc.steps, proc.caveats) == (request.procedure.summary, list(request.procedure.steps),
-                                                            list(request.procedure.caveats))
+        assert (proc.summary, proc.steps, proc.caveats) == (
+            request.procedure.summary,
+            list(request.procedure.steps),
+            list(request.procedure.caveats),
+        )
         trajectory = [e.content for e in store["events"] if e.session_id == sid and e.kind == "trajectory"]
         assert trajectory == [e.summary for e in request.trajectory]
         assert len([e for e in store["episodes"] if e.session_id == sid]) == response.episodes_formed
@@ -201,19 +236,25 @@ def test_sigkill_under_load_loses_nothing_acknowledged_and_commits_are_atomic(tm
     try:
         seed_memories(server.stub, scope, SEEDS)
         idle = activate(server.stub, scope, task="A task nobody commits")  # left open: the reaper's work
-        threads = [threading.Thread(target=_load, args=(server.stub, scope, w, acks, killed), daemon=True)
-                   for w in range(WORKERS)]
+        threads = [
+            threading.Thread(target=_load, args=(server.stub, scope, w, acks, killed), daemon=True)
+            for w in range(WORKERS)
+        ]
         for th in threads:
             th.start()
-        wait_until(lambda: len(acks.commits) >= 2 * WORKERS or acks.errors_before_kill, timeout=240,
-                   what="the load to commit some sessions")
+        wait_until(
+            lambda: len(acks.commits) >= 2 * WORKERS or acks.errors_before_kill,
+            timeout=240,
+            what="the load to commit some sessions",
+        )
         assert acks.errors_before_kill == [], acks.errors_before_kill
         during = _read_store(url, scope)["ledger"]  # rows committed while the load runs
         assert during, "no feedback row was written before the kill"
         # Let the ledger grow past what was read, then kill while calls are in flight.
         committed = len(acks.commits)
-        wait_until(lambda: len(acks.commits) > committed or acks.errors_before_kill, timeout=240,
-                   what="the load to go on")
+        wait_until(
+            lambda: len(acks.commits) > committed or acks.errors_before_kill, timeout=240, what="the load to go on"
+        )
         killed.set()
         server.kill()
     finally:
@@ -238,8 +279,12 @@ def test_sigkill_under_load_loses_nothing_acknowledged_and_commits_are_atomic(tm
     try:
         assert_serving(again.channel)
         left_open = {sid for sid, s in crashed["sessions"].items() if s.state == "open"}
-        wait_until(lambda: all(_read_store(url, scope)["sessions"][sid].state != "open" for sid in left_open),
-                   timeout=120, interval=0.5, what="the reaper to close the sessions the crash left open")
+        wait_until(
+            lambda: all(_read_store(url, scope)["sessions"][sid].state != "open" for sid in left_open),
+            timeout=120,
+            interval=0.5,
+            what="the reaper to close the sessions the crash left open",
+        )
         after = _read_store(url, scope)
         for sid in left_open:
             s = after["sessions"][sid]
@@ -256,8 +301,9 @@ def test_sigkill_under_load_loses_nothing_acknowledged_and_commits_are_atomic(tm
         mid, (content, _, _) = sorted(acks.claims.items())[0]
         b = activate(again.stub, scope, task=content, page_size=10)
         assert mid in [m.memory_id for m in b.memories]
-        again.stub.Feedback(pb.FeedbackRequest(retrieval_id=b.retrieval_id, coverage=pb.COVERAGE_COMPLETE),
-                            timeout=CALL_TIMEOUT)
+        again.stub.Feedback(
+            pb.FeedbackRequest(retrieval_id=b.retrieval_id, coverage=pb.COVERAGE_COMPLETE), timeout=CALL_TIMEOUT
+        )
         assert commit(again.stub, b.session_id).committed
         final = _read_store(url, scope)
         for seq, row in crashed["ledger"].items():
@@ -275,18 +321,33 @@ def test_ledger_rows_are_never_rewritten_by_later_operations(make_server):
     unchanged prefix of the new one."""
     srv = make_server()
     stub, scope = srv.stub, new_scope()
-    old, other, new = seed_memories(stub, scope, ["Builds use python eleven.", "Logs rotate weekly.",
-                                                  "Builds use python twelve."])
+    old, other, new = seed_memories(
+        stub, scope, ["Builds use python eleven.", "Logs rotate weekly.", "Builds use python twelve."]
+    )
     a = activate(stub, scope, task="Builds use python eleven. Logs rotate weekly.")
     assert {old, other} <= {m.memory_id for m in a.memories}
     steps = [
-        lambda: stub.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=[used(old)]),
-                              timeout=CALL_TIMEOUT),
-        lambda: stub.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=[pb.MemoryFeedbackEntry(
-            memory_id=old, assessment=pb.MEMORY_ASSESSMENT_STALE, stale_reason=pb.STALE_REASON_SUPERSEDED,
-            replacement_memory_id=new, reason="Builds moved to python twelve.")]), timeout=CALL_TIMEOUT),
-        lambda: stub.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id, coverage=pb.COVERAGE_COMPLETE),
-                              timeout=CALL_TIMEOUT),
+        lambda: stub.Feedback(
+            pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=[used(old)]), timeout=CALL_TIMEOUT
+        ),
+        lambda: stub.Feedback(
+            pb.FeedbackRequest(
+                retrieval_id=a.retrieval_id,
+                memory_feedback=[
+                    pb.MemoryFeedbackEntry(
+                        memory_id=old,
+                        assessment=pb.MEMORY_ASSESSMENT_STALE,
+                        stale_reason=pb.STALE_REASON_SUPERSEDED,
+                        replacement_memory_id=new,
+                        reason="Builds moved to python twelve.",
+                    )
+                ],
+            ),
+            timeout=CALL_TIMEOUT,
+        ),
+        lambda: stub.Feedback(
+            pb.FeedbackRequest(retrieval_id=a.retrieval_id, coverage=pb.COVERAGE_COMPLETE), timeout=CALL_TIMEOUT
+        ),
         lambda: commit(stub, a.session_id, outcome_summary="Python upgrade finished."),
         lambda: commit(stub, a.session_id, outcome_summary="Python upgrade finished and verified."),
         srv.consolidate,
@@ -296,11 +357,12 @@ def test_ledger_rows_are_never_rewritten_by_later_operations(make_server):
     for step in steps:
         step()
         after = srv.snapshot()["ledger"]
-        assert after[:len(before)] == before, "an earlier ledger row was changed or removed"
+        assert after[: len(before)] == before, "an earlier ledger row was changed or removed"
         grew += len(after) > len(before)
         before = after
     assert grew >= 3, "the feedback calls did not append rows"
     columns = list(t.feedback_rows.c.keys())
     rows = [dict(zip(columns, r)) for r in before]
-    assert any(r["target_id"] == old and r["assessment"] == "stale" and r["accepted"] for r in rows), \
+    assert any(r["target_id"] == old and r["assessment"] == "stale" and r["accepted"] for r in rows), (
         "the stale retirement was not accepted"
+    )

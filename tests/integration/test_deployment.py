@@ -3,6 +3,7 @@ this machine (its builder command builds the wheel, its runtime command installs
 in a fresh virtualenv, then its CMD and HEALTHCHECK run with its ENV against that install), the
 Kubernetes manifests (kinds, ports, probes, security, references), the Grafana dashboard and the
 Prometheus rules (every query names a family a real scrape exports; promtool accepts them)."""
+
 from __future__ import annotations
 
 import fnmatch
@@ -26,10 +27,10 @@ import pytest
 import yaml
 
 from slowave.domain.api_keys import parse_key_config
+from slowave.v1 import memory_service_pb2_grpc as pb_grpc
 from tests.conftest import BACKEND
 from tests.metrics_scrape import exported_names, promtool_run, scrape
 from tests.support import REPO, new_database_url, new_scope, pb, wait_until
-from slowave.v1 import memory_service_pb2_grpc as pb_grpc
 
 pytestmark = pytest.mark.backend_neutral
 
@@ -116,8 +117,11 @@ def run_flags(args: str) -> tuple[list[str], str]:
 
 STAGES = parse_dockerfile((REPO / "Dockerfile").read_text())
 BUILDER, RUNTIME = STAGES[0], STAGES[-1]
-IGNORED = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
-           if line.strip() and not line.strip().startswith("#")]
+IGNORED = [
+    line.strip()
+    for line in (REPO / ".dockerignore").read_text().splitlines()
+    if line.strip() and not line.strip().startswith("#")
+]
 
 
 def dockerignored(relative: str) -> bool:
@@ -128,7 +132,8 @@ def dockerignored(relative: str) -> bool:
         candidate = "/".join(parts[:i])
         for pattern in IGNORED:
             if fnmatch.fnmatchcase(candidate, pattern) or (
-                    pattern.startswith("**/") and fnmatch.fnmatchcase(parts[i - 1], pattern[3:])):
+                pattern.startswith("**/") and fnmatch.fnmatchcase(parts[i - 1], pattern[3:])
+            ):
                 return True
     return False
 
@@ -159,14 +164,23 @@ def test_dockerfile_stages_shape():
 
 
 def test_dockerignore_keeps_the_context_small_and_the_sources_in():
-    for path in (".git", ".venv", "node_modules", "data", "tests", "server/slowave/v1/memory_service_pb2.py",
-                 "server/slowave/api/__pycache__/app.cpython-311.pyc"):
+    for path in (
+        ".git",
+        ".venv",
+        "node_modules",
+        "data",
+        "tests",
+        "server/slowave/v1/memory_service_pb2.py",
+        "server/slowave/api/__pycache__/app.cpython-311.pyc",
+    ):
         assert dockerignored(path), path
     for args in BUILDER.all("COPY"):
         for source in args.split()[:-1]:
             assert (REPO / source).exists(), source
             assert not dockerignored(source.rstrip("/")), f"COPY {source} is excluded by .dockerignore"
-    assert not dockerignored("server/slowave/api/app.py") and not dockerignored("protos/slowave/v1/memory_service.proto")
+    assert not dockerignored("server/slowave/api/app.py") and not dockerignored(
+        "protos/slowave/v1/memory_service.proto"
+    )
 
 
 def _copy_context(destination: Path) -> None:
@@ -207,8 +221,11 @@ def image(tmp_path_factory) -> Image:
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("SLOWAVE_", "PIP_NO_CACHE"))}
     # The builder's ENV, except PIP_NO_CACHE_DIR: the image disables pip's cache to keep its layers
     # small; here the cache only saves downloads.
-    build_env = {**base_env, **{k: v for k, v in BUILDER.env().items() if k != "PIP_NO_CACHE_DIR"},
-                 "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    build_env = {
+        **base_env,
+        **{k: v for k, v in BUILDER.env().items() if k != "PIP_NO_CACHE_DIR"},
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
     for args in BUILDER.all("RUN"):
         _sh(run_flags(args)[1].replace("/wheels", str(wheels)), context, build_env)
     assert len(list(wheels.glob("slowave-*.whl"))) == 1
@@ -242,10 +259,13 @@ class Container:
     def env(self) -> dict[str, str]:
         def remap(value: str) -> str:
             value = value.replace(":50051", f":{self.grpc_port}").replace(":9464", f":{self.metrics_port}")
-            return str(self.data) + value[len("/data"):] if value == "/data" or value.startswith("/data/") else value
+            return str(self.data) + value[len("/data") :] if value == "/data" or value.startswith("/data/") else value
 
-        env = {"PATH": f"{self.image.bin}{os.pathsep}/usr/local/bin:/usr/bin:/bin", "HOME": str(self.data),
-               "LANG": "C.UTF-8"}
+        env = {
+            "PATH": f"{self.image.bin}{os.pathsep}/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(self.data),
+            "LANG": "C.UTF-8",
+        }
         env.update({k: remap(v) for k, v in RUNTIME.env().items()})
         if BACKEND == "postgresql":
             env["SLOWAVE_DATABASE_URL"] = new_database_url(self.data)
@@ -253,8 +273,14 @@ class Container:
         return env
 
     def start(self) -> tuple[subprocess.Popen, list[str]]:
-        proc = subprocess.Popen(exec_form(RUNTIME.one("CMD")), env=self.env(), cwd=self.data,
-                                stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        proc = subprocess.Popen(
+            exec_form(RUNTIME.one("CMD")),
+            env=self.env(),
+            cwd=self.data,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+        )
         lines: list[str] = []
         threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True).start()
         return proc, lines
@@ -263,8 +289,9 @@ class Container:
         flags, command = healthcheck(RUNTIME.one("HEALTHCHECK"))
         timeout = float(flags["timeout"].rstrip("s"))
         try:
-            return subprocess.run(command, env=self.env(), cwd=self.data, capture_output=True,
-                                  timeout=timeout * 4).returncode  # (a loaded test machine)
+            return subprocess.run(
+                command, env=self.env(), cwd=self.data, capture_output=True, timeout=timeout * 4
+            ).returncode  # (a loaded test machine)
         except subprocess.TimeoutExpired:
             return -1
 
@@ -285,8 +312,14 @@ def test_image_runs_its_cmd_and_its_healthcheck_tracks_serving(image, tmp_path):
     box = Container(image, tmp_path / "data", {"SLOWAVE_API_KEYS": f"team-a {key}"})
     box.data.mkdir()
     # The install is the wheel's, not the repository's.
-    where = subprocess.run([str(image.bin / "python"), "-c", "import slowave.v1.memory_service_pb2 as m; print(m.__file__)"],
-                           env=box.env(), cwd=box.data, capture_output=True, text=True, timeout=60)
+    where = subprocess.run(
+        [str(image.bin / "python"), "-c", "import slowave.v1.memory_service_pb2 as m; print(m.__file__)"],
+        env=box.env(),
+        cwd=box.data,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert where.returncode == 0 and str(image.root) in where.stdout, (where.stdout, where.stderr)
     assert box.healthcheck() != 0, "nothing listens yet: the health check must fail"
 
@@ -307,8 +340,11 @@ def test_image_runs_its_cmd_and_its_healthcheck_tracks_serving(image, tmp_path):
         code = _stop(proc)
     assert code == 0, lines
     assert lines and all(json.loads(line) for line in lines), "SLOWAVE_LOG_FORMAT=json: every line is JSON"
-    access = [(d["code"], d["tenant"]) for d in map(json.loads, lines)
-              if d.get("msg") == "rpc" and d.get("method") == f"{SERVICE}/Activate"]
+    access = [
+        (d["code"], d["tenant"])
+        for d in map(json.loads, lines)
+        if d.get("msg") == "rpc" and d.get("method") == f"{SERVICE}/Activate"
+    ]
     assert access == [("UNAUTHENTICATED", None), ("OK", "team-a")], access
     assert box.healthcheck() != 0, "stopped: the health check must fail"
 
@@ -319,8 +355,11 @@ def test_image_refuses_an_open_bind_without_keys_unless_opted_out(image, tmp_pat
     box.data.mkdir()
     proc, lines = box.start()
     assert proc.wait(timeout=120) == 2
-    wait_until(lambda: any("SLOWAVE_ALLOW_INSECURE_BIND" in line for line in list(lines)), timeout=30,
-               what="the refusal's explanation")
+    wait_until(
+        lambda: any("SLOWAVE_ALLOW_INSECURE_BIND" in line for line in list(lines)),
+        timeout=30,
+        what="the refusal's explanation",
+    )
     opted = Container(image, tmp_path / "data", {"SLOWAVE_ALLOW_INSECURE_BIND": "1"})
     proc, lines = opted.start()
     try:
@@ -334,13 +373,15 @@ def test_image_refuses_an_open_bind_without_keys_unless_opted_out(image, tmp_pat
 
 
 def _manifests() -> dict[str, list[dict]]:
-    return {path.name: [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
-            for path in sorted(K8S.glob("*.yaml"))}
+    return {
+        path.name: [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+        for path in sorted(K8S.glob("*.yaml"))
+    }
 
 
 def _by_kind() -> dict[str, dict]:
     out: dict[str, dict] = {}
-    for name, docs in _manifests().items():
+    for docs in _manifests().values():
         for doc in docs:
             assert doc["kind"] not in out, f"two {doc['kind']} documents"
             out[doc["kind"]] = doc
@@ -353,7 +394,8 @@ def test_manifests_parse_and_kustomization_lists_them_all():
     assert set(kinds) == {"Kustomization", "Deployment", "Service", "PodDisruptionBudget", "ConfigMap", "Secret"}
     assert sorted(kinds["Kustomization"]["resources"]) == sorted(n for n in docs if n != "kustomization.yaml")
     assert {i["name"] for i in kinds["Kustomization"]["images"]} == {
-        c["image"] for c in kinds["Deployment"]["spec"]["template"]["spec"]["containers"]}
+        c["image"] for c in kinds["Deployment"]["spec"]["template"]["spec"]["containers"]
+    }
 
 
 def test_deployment_probes_ports_security_and_resources():
@@ -380,7 +422,10 @@ def test_deployment_probes_ports_security_and_resources():
     assert {"/data", "/tmp"} <= set(mounts) and set(mounts.values()) <= set(volumes)
     # The drain (20 s by default) fits in the grace period, preStop included.
     assert pod["terminationGracePeriodSeconds"] >= 20 + 5 + 5
-    assert deployment["spec"]["selector"]["matchLabels"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert (
+        deployment["spec"]["selector"]["matchLabels"].items()
+        <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    )
 
 
 def test_configuration_and_secrets_are_wired_and_replicas_use_postgresql():
@@ -418,7 +463,11 @@ def test_service_names_grpc_and_metrics_ports_and_pdb_selects_the_pods():
     assert service["selector"].items() <= labels.items()
     ports = {p["name"]: p for p in service["ports"]}
     assert set(ports) == {"grpc", "metrics"}
-    assert ports["grpc"]["appProtocol"] == "grpc" and ports["grpc"]["port"] == 50051 and ports["grpc"]["targetPort"] == "grpc"
+    assert (
+        ports["grpc"]["appProtocol"] == "grpc"
+        and ports["grpc"]["port"] == 50051
+        and ports["grpc"]["targetPort"] == "grpc"
+    )
     assert ports["metrics"]["targetPort"] == "metrics"
     assert kinds["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"].items() <= labels.items()
     annotations = kinds["Deployment"]["spec"]["template"]["metadata"]["annotations"]
@@ -427,8 +476,21 @@ def test_service_names_grpc_and_metrics_ports_and_pdb_selects_the_pods():
 
 # =========================================================================== dashboard and rules
 
-_PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "bool",
-                 "offset", "inf", "nan"}
+_PROMQL_WORDS = {
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "and",
+    "or",
+    "unless",
+    "bool",
+    "offset",
+    "inf",
+    "nan",
+}
 
 
 def promql_metric_names(expr: str) -> set[str]:
@@ -439,7 +501,7 @@ def promql_metric_names(expr: str) -> set[str]:
     expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", expr)
     names = set()
     for match in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", expr):
-        word, rest = match.group(), expr[match.end():].lstrip()
+        word, rest = match.group(), expr[match.end() :].lstrip()
         if word.lower() in _PROMQL_WORDS or rest.startswith("(") or expr[max(0, match.start() - 1)] == "$":
             continue
         names.add(word)
@@ -456,8 +518,13 @@ def _recorded() -> set[str]:
 
 
 def test_promql_name_extraction():
-    assert promql_metric_names('histogram_quantile(0.99, sum by (le, op) (rate(a_bucket{x="b",c=~"d|e"}[5m])))') == {"a_bucket"}
-    assert promql_metric_names("sum(rate(x_total[$__rate_interval])) / ignoring (k) max(y) > bool 2") == {"x_total", "y"}
+    assert promql_metric_names('histogram_quantile(0.99, sum by (le, op) (rate(a_bucket{x="b",c=~"d|e"}[5m])))') == {
+        "a_bucket"
+    }
+    assert promql_metric_names("sum(rate(x_total[$__rate_interval])) / ignoring (k) max(y) > bool 2") == {
+        "x_total",
+        "y",
+    }
 
 
 def test_dashboard_panels_query_families_the_server_exports(server):
@@ -474,24 +541,46 @@ def test_dashboard_panels_query_families_the_server_exports(server):
         assert names <= exported, (title, names - exported)
         used |= names
     # A panel for each of the operational questions.
-    for family in ("grpc_server_handled_total", "grpc_server_handling_seconds_bucket", "slowave_exposed_targets_total",
-                   "slowave_feedback_assessments_total", "slowave_memory_stale_assessments_total",
-                   "slowave_procedure_effects_total", "slowave_commits_total", "slowave_reaped_sessions_total",
-                   "slowave_reaped_unassessed_exposures_total", "slowave_db_transaction_seconds_bucket",
-                   "slowave_open_sessions", "slowave_knowledge_gaps_reported_total"):
+    for family in (
+        "grpc_server_handled_total",
+        "grpc_server_handling_seconds_bucket",
+        "slowave_exposed_targets_total",
+        "slowave_feedback_assessments_total",
+        "slowave_memory_stale_assessments_total",
+        "slowave_procedure_effects_total",
+        "slowave_commits_total",
+        "slowave_reaped_sessions_total",
+        "slowave_reaped_unassessed_exposures_total",
+        "slowave_db_transaction_seconds_bucket",
+        "slowave_open_sessions",
+        "slowave_knowledge_gaps_reported_total",
+    ):
         assert family in used, f"no panel queries {family}"
 
 
 def test_dashboard_queries_are_valid_promql(tmp_path):
-    rules = {"groups": [{"name": "dashboard", "rules": [
-        {"record": f"dashboard:panel_{i}", "expr": expr.replace("$__rate_interval", "5m").replace("$__range", "1h")}
-        for i, (_title, expr) in enumerate(_dashboard_exprs())]}]}
+    rules = {
+        "groups": [
+            {
+                "name": "dashboard",
+                "rules": [
+                    {
+                        "record": f"dashboard:panel_{i}",
+                        "expr": expr.replace("$__rate_interval", "5m").replace("$__range", "1h"),
+                    }
+                    for i, (_title, expr) in enumerate(_dashboard_exprs())
+                ],
+            }
+        ]
+    }
     path = tmp_path / "dashboard-rules.yaml"
     path.write_text(yaml.safe_dump(rules))
     check = promtool_run("check", "rules", str(path))
     assert check.returncode == 0, check.stdout + check.stderr
     broken = tmp_path / "broken.yaml"  # control: promtool does reject invalid PromQL
-    broken.write_text(yaml.safe_dump({"groups": [{"name": "x", "rules": [{"record": "x:y", "expr": "sum(rate(x[5m])"}]}]}))
+    broken.write_text(
+        yaml.safe_dump({"groups": [{"name": "x", "rules": [{"record": "x:y", "expr": "sum(rate(x[5m])"}]}]})
+    )
     assert promtool_run("check", "rules", str(broken)).returncode != 0
 
 

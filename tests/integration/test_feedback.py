@@ -5,6 +5,7 @@ Vocabulary note: every cue below avoids the words of the lessons that consolidat
 the helper sessions' outcome summaries (`Task <hex> finished.` from `seed_memories`, random tokens
 from `quiet_commit`), so that only the memories a test means to expose are admitted.
 """
+
 from __future__ import annotations
 
 import threading
@@ -59,8 +60,12 @@ def proc_entry(procedure_id: str, use: int, **kw: Any) -> pb.ProcedureFeedbackEn
 
 def feedback(stub, retrieval_id: str, memory=(), procedures=(), **kw: Any) -> pb.FeedbackRecord:
     """A scalar Feedback call; returns its FeedbackRecord."""
-    resp = stub.Feedback(pb.FeedbackRequest(retrieval_id=retrieval_id, memory_feedback=list(memory),
-                                            procedure_feedback=list(procedures), **kw), timeout=30)
+    resp = stub.Feedback(
+        pb.FeedbackRequest(
+            retrieval_id=retrieval_id, memory_feedback=list(memory), procedure_feedback=list(procedures), **kw
+        ),
+        timeout=30,
+    )
     assert resp.WhichOneof("result") == "record"
     return resp.record
 
@@ -76,8 +81,11 @@ def make_procedure(stub, scope: str, goal: str, **kw: Any) -> str:
     """Commits a session with a procedure (spec 11.3); returns `proc_<session_id>`."""
     s = activate(stub, scope, task=f"capture zc{uuid.uuid4().hex[:10]}", initial_goal="capture")
     assess_all(stub, s)
-    procedure = pb.CommitProcedure(goal=goal, summary=kw.pop("summary", "Run the documented sequence."),
-                                   steps=kw.pop("steps", ["first step", "second step"]))
+    procedure = pb.CommitProcedure(
+        goal=goal,
+        summary=kw.pop("summary", "Run the documented sequence."),
+        steps=kw.pop("steps", ["first step", "second step"]),
+    )
     c = quiet_commit(stub, s.session_id, procedure=procedure, **kw)
     assert c.procedure_id == f"proc_{s.session_id}"
     return c.procedure_id
@@ -142,13 +150,15 @@ def test_s26_scalar_used_plus_not_exposed_entry(server, stub, scope):
     assert (first.target_kind, first.target_id, first.assessment, first.accepted) == ("memory", a_id, "used", True)
     assert (second.target_kind, second.target_id, second.accepted) == ("retrieval", act.retrieval_id, True)
     bad = [r for r in rows.values() if not r.accepted]
-    assert [(r.target_id, r.rejection_reason, r.rejection_field) for r in bad] == [(c_id, "target_not_exposed", "memory_id")]
+    assert [(r.target_id, r.rejection_reason, r.rejection_field) for r in bad] == [
+        (c_id, "target_not_exposed", "memory_id")
+    ]
     # The non-exposed memory gained no learning from the rejected row.
     assert learned_of(exposing(stub, scope, [OTHER]), c_id) == 0.0
 
 
 def test_s26_target_ids_are_trimmed(stub, scope):
-    a_id, = seed_memories(stub, scope, [DEPLOY])
+    (a_id,) = seed_memories(stub, scope, [DEPLOY])
     act = exposing(stub, scope, [DEPLOY])
     rec = feedback(stub, act.retrieval_id, [used(f"  {a_id}\t")])
     assert not rec.rejected and list(rec.applied.strengthened) == [a_id]
@@ -158,31 +168,36 @@ def test_s26_target_ids_are_trimmed(stub, scope):
 def test_s27_procedure_id_in_memory_feedback_is_not_exposed(server, stub, scope):
     goal = "Rotate credentials for payments gateway"
     pid = make_procedure(stub, scope, goal)
-    a_id, = seed_memories(stub, scope, [DEPLOY])
+    (a_id,) = seed_memories(stub, scope, [DEPLOY])
     act = activate(stub, scope, task=f"{goal}. {DEPLOY}")
     assert ids(act.memories) == [a_id] and [p.procedure_id for p in act.procedures] == [pid]
     rec = feedback(stub, act.retrieval_id, [used(pid)])
     assert rejected_tuples(rec) == [(pb.TARGET_KIND_MEMORY, pid, "target_not_exposed", "memory_id")]
     # ...and the other way round: a memory id in procedure_feedback.
-    rec2 = feedback(stub, act.retrieval_id, procedures=[
-        proc_entry(a_id, pb.PROCEDURE_USE_USED, effect=res.EFFECT_HELPED, contribution="x")])
+    rec2 = feedback(
+        stub,
+        act.retrieval_id,
+        procedures=[proc_entry(a_id, pb.PROCEDURE_USE_USED, effect=res.EFFECT_HELPED, contribution="x")],
+    )
     assert rejected_tuples(rec2) == [(pb.TARGET_KIND_PROCEDURE, a_id, "target_not_exposed", "procedure_id")]
     assert list(rec2.outstanding.memory_ids) == [a_id] and list(rec2.outstanding.procedure_ids) == [pid]
 
 
 def test_s28_items_with_scalar_fields_or_complete_coverage_rejected(server, stub, scope):
-    a_id, = seed_memories(stub, scope, [DEPLOY])
+    (a_id,) = seed_memories(stub, scope, [DEPLOY])
     act = exposing(stub, scope, [DEPLOY])
     item = pb.FeedbackItem(retrieval_id=act.retrieval_id, memory_feedback=[used(a_id)])
 
-    err = expect_unchanged_error(server, lambda: stub.Feedback(
-        pb.FeedbackRequest(items=[item], retrieval_id=act.retrieval_id), timeout=30))
+    err = expect_unchanged_error(
+        server, lambda: stub.Feedback(pb.FeedbackRequest(items=[item], retrieval_id=act.retrieval_id), timeout=30)
+    )
     assert err.code == grpc.StatusCode.INVALID_ARGUMENT and err.reason == "INVALID_INPUT"
     assert err.metadata == {"code": "invalid_input", "retryable": "false"}
     assert err.paths == ["retrieval_id"]
 
-    err = expect_unchanged_error(server, lambda: stub.Feedback(
-        pb.FeedbackRequest(items=[item], coverage=pb.COVERAGE_COMPLETE), timeout=30))
+    err = expect_unchanged_error(
+        server, lambda: stub.Feedback(pb.FeedbackRequest(items=[item], coverage=pb.COVERAGE_COMPLETE), timeout=30)
+    )
     assert err.code == grpc.StatusCode.INVALID_ARGUMENT and err.paths == ["coverage"]
 
     results = batch(stub, [item], coverage=pb.COVERAGE_PARTIAL)
@@ -194,11 +209,14 @@ def test_s29_batch_item_with_unknown_retrieval_fails_alone(server, stub, scope):
     a_id, b_id = seed_memories(stub, scope, [DEPLOY, PYTHON])
     r1 = exposing(stub, scope, [DEPLOY, PYTHON])
     r2 = exposing(stub, scope, [DEPLOY, PYTHON])
-    results = batch(stub, [
-        pb.FeedbackItem(retrieval_id=r1.retrieval_id, memory_feedback=[used(a_id)]),
-        pb.FeedbackItem(retrieval_id="ctx_000000000000", memory_feedback=[used(a_id)]),
-        pb.FeedbackItem(retrieval_id=r2.retrieval_id, memory_feedback=[used(b_id)]),
-    ])
+    results = batch(
+        stub,
+        [
+            pb.FeedbackItem(retrieval_id=r1.retrieval_id, memory_feedback=[used(a_id)]),
+            pb.FeedbackItem(retrieval_id="ctx_000000000000", memory_feedback=[used(a_id)]),
+            pb.FeedbackItem(retrieval_id=r2.retrieval_id, memory_feedback=[used(b_id)]),
+        ],
+    )
     assert [r.WhichOneof("result") for r in results] == ["data", "error", "data"]
     assert results[1].error.code == "not_found" and results[1].error.retryable is False
     assert results[0].data.retrieval_id == r1.retrieval_id and results[2].data.retrieval_id == r2.retrieval_id
@@ -215,11 +233,14 @@ def test_s30_batch_item_with_blank_memory_id_fails_alone(server, stub, scope):
     a_id, b_id = seed_memories(stub, scope, [DEPLOY, PYTHON])
     r1 = exposing(stub, scope, [DEPLOY, PYTHON])
     r3 = exposing(stub, scope, [DEPLOY, PYTHON])
-    results = batch(stub, [
-        pb.FeedbackItem(retrieval_id=r1.retrieval_id, memory_feedback=[used(a_id)]),
-        pb.FeedbackItem(retrieval_id=r1.retrieval_id, memory_feedback=[used(b_id)]),
-        pb.FeedbackItem(retrieval_id=r3.retrieval_id, memory_feedback=[used("  ")]),
-    ])
+    results = batch(
+        stub,
+        [
+            pb.FeedbackItem(retrieval_id=r1.retrieval_id, memory_feedback=[used(a_id)]),
+            pb.FeedbackItem(retrieval_id=r1.retrieval_id, memory_feedback=[used(b_id)]),
+            pb.FeedbackItem(retrieval_id=r3.retrieval_id, memory_feedback=[used("  ")]),
+        ],
+    )
     assert [r.WhichOneof("result") for r in results] == ["data", "data", "error"]
     err = results[2].error
     assert err.code == "invalid_input" and err.retryable is False
@@ -241,14 +262,19 @@ def test_s30_batch_of_101_items_rejected_whole(server, stub, scope):
 def test_s34_undefined_or_unspecified_assessment_reports_only_first_rule(server, stub, scope):
     a_id, b_id, c_id = seed_memories(stub, scope, [DEPLOY, PYTHON, CACHE])
     act = exposing(stub, scope, [DEPLOY, PYTHON, CACHE])
-    rec = feedback(stub, act.retrieval_id, [
-        # a raw undefined enum number, plus a stale_reason (and more rule breaks)
-        entry(a_id, 99, stale_reason=pb.STALE_REASON_OUTDATED, effect=res.EFFECT_HELPED,
-              replacement_memory_id="42"),
-        # UNSPECIFIED (the zero value), plus a stale_reason
-        entry(b_id, pb.MEMORY_ASSESSMENT_UNSPECIFIED, stale_reason=pb.STALE_REASON_CONTRADICTED),
-        used(c_id),  # a valid sibling
-    ])
+    rec = feedback(
+        stub,
+        act.retrieval_id,
+        [
+            # a raw undefined enum number, plus a stale_reason (and more rule breaks)
+            entry(
+                a_id, 99, stale_reason=pb.STALE_REASON_OUTDATED, effect=res.EFFECT_HELPED, replacement_memory_id="42"
+            ),
+            # UNSPECIFIED (the zero value), plus a stale_reason
+            entry(b_id, pb.MEMORY_ASSESSMENT_UNSPECIFIED, stale_reason=pb.STALE_REASON_CONTRADICTED),
+            used(c_id),  # a valid sibling
+        ],
+    )
     assert rejected_tuples(rec) == [
         (pb.TARGET_KIND_MEMORY, a_id, "invalid_memory_assessment", "assessment"),
         (pb.TARGET_KIND_MEMORY, b_id, "invalid_memory_assessment", "assessment"),
@@ -271,9 +297,12 @@ def test_s36_partial_feedback_then_the_rest_then_commit(server, stub, scope):
     err = expect_error(lambda: quiet_commit(stub, act.session_id))
     assert err.code == grpc.StatusCode.FAILED_PRECONDITION and err.reason == "INCOMPLETE_FEEDBACK"
     assert [(o.retrieval_id, list(o.memory_ids)) for o in err.outstanding] == [(act.retrieval_id, [second, third])]
-    rec = feedback(stub, act.retrieval_id, [entry(second, pb.MEMORY_ASSESSMENT_NOT_USED),
-                                            entry(third, pb.MEMORY_ASSESSMENT_IRRELEVANT)],
-                   coverage=pb.COVERAGE_UNSPECIFIED)  # present but UNSPECIFIED reads as PARTIAL
+    rec = feedback(
+        stub,
+        act.retrieval_id,
+        [entry(second, pb.MEMORY_ASSESSMENT_NOT_USED), entry(third, pb.MEMORY_ASSESSMENT_IRRELEVANT)],
+        coverage=pb.COVERAGE_UNSPECIFIED,
+    )  # present but UNSPECIFIED reads as PARTIAL
     assert rec.requested_coverage == pb.COVERAGE_PARTIAL and rec.coverage == pb.COVERAGE_PARTIAL
     assert not rec.outstanding.memory_ids and not rec.rejected
     c = quiet_commit(stub, act.session_id)
@@ -308,9 +337,12 @@ def test_s38_complete_with_rejected_entry_stays_partial(server, stub, scope):
     act = exposing(stub, scope, [DEPLOY, PYTHON, CACHE])
     exposed = ids(act.memories)
     bad = exposed[0]
-    rec = feedback(stub, act.retrieval_id, [
-        entry(bad, pb.MEMORY_ASSESSMENT_STALE, stale_reason=pb.STALE_REASON_OUTDATED)],  # no `reason`
-        coverage=pb.COVERAGE_COMPLETE)
+    rec = feedback(
+        stub,
+        act.retrieval_id,
+        [entry(bad, pb.MEMORY_ASSESSMENT_STALE, stale_reason=pb.STALE_REASON_OUTDATED)],  # no `reason`
+        coverage=pb.COVERAGE_COMPLETE,
+    )
     assert rejected_tuples(rec) == [
         (pb.TARGET_KIND_MEMORY, bad, "stale_requires_reason", "reason"),
         (pb.TARGET_KIND_RETRIEVAL, act.retrieval_id, "incomplete_coverage", "coverage"),
@@ -321,7 +353,9 @@ def test_s38_complete_with_rejected_entry_stays_partial(server, stub, scope):
     assert len(rec.accepted_event_ids) == 2  # the two implicit rows; the retrieval-level row was rejected
     assert not rec.applied.retired
     level = [r for r in ledger(server, act.retrieval_id) if r.target_kind == "retrieval"]
-    assert [(r.accepted, r.rejection_reason, r.requested_coverage) for r in level] == [(False, "incomplete_coverage", "complete")]
+    assert [(r.accepted, r.rejection_reason, r.requested_coverage) for r in level] == [
+        (False, "incomplete_coverage", "complete")
+    ]
     # The memory is not retired, and the gate lists exactly it.
     assert bad in ids(exposing(stub, scope, [DEPLOY, PYTHON, CACHE]).memories)
     err = expect_error(lambda: quiet_commit(stub, act.session_id))
@@ -332,8 +366,11 @@ def test_s39_two_calls_on_one_retrieval_both_persist(server, stub, scope):
     a_id, b_id = seed_memories(stub, scope, [DEPLOY, PYTHON])
     act = exposing(stub, scope, [DEPLOY, PYTHON])
     one = feedback(stub, act.retrieval_id, [used(a_id)])
-    two = feedback(stub, act.retrieval_id, [entry(a_id, pb.MEMORY_ASSESSMENT_IRRELEVANT),
-                                            entry(b_id, pb.MEMORY_ASSESSMENT_NOT_USED)])
+    two = feedback(
+        stub,
+        act.retrieval_id,
+        [entry(a_id, pb.MEMORY_ASSESSMENT_IRRELEVANT), entry(b_id, pb.MEMORY_ASSESSMENT_NOT_USED)],
+    )
     assert len(one.accepted_event_ids) == 2 and len(two.accepted_event_ids) == 3
     assert not set(one.accepted_event_ids) & set(two.accepted_event_ids)
     rows = {r.event_id: r for r in ledger(server, act.retrieval_id)}
@@ -349,7 +386,7 @@ def test_s39_two_calls_on_one_retrieval_both_persist(server, stub, scope):
 
 
 def test_s40_feedback_on_another_open_sessions_retrieval(server, stub, scope):
-    a_id, = seed_memories(stub, scope, [DEPLOY])
+    (a_id,) = seed_memories(stub, scope, [DEPLOY])
     caller = exposing(stub, scope, [DEPLOY])
     owner = exposing(stub, scope, [DEPLOY])
     rec = feedback(stub, owner.retrieval_id, [used(a_id)])
@@ -363,7 +400,7 @@ def test_s40_feedback_on_another_open_sessions_retrieval(server, stub, scope):
 
 
 def test_s56_quality_and_missing_only_record_a_gap(server, stub, scope):
-    a_id, = seed_memories(stub, scope, [DEPLOY])
+    (a_id,) = seed_memories(stub, scope, [DEPLOY])
     act = exposing(stub, scope, [DEPLOY])
     gap = "Where the grafana dashboards live"
     rec = feedback(stub, act.retrieval_id, retrieval_quality="  Mostly on target.  ", missing=[f" {gap} ", "  "])
@@ -397,8 +434,12 @@ def test_s65_undefined_enum_numbers_over_raw_grpc(server, stub, scope):
     assert rejected_tuples(rec) == [(pb.TARGET_KIND_MEMORY, a_id, "invalid_memory_assessment", "assessment")]
     assert list(rec.applied.strengthened) == [b_id]
     # Scalar coverage 7 → INVALID_ARGUMENT on `coverage`, nothing written.
-    err = expect_unchanged_error(server, lambda: stub.Feedback(pb.FeedbackRequest(
-        retrieval_id=act.retrieval_id, memory_feedback=[used(a_id)], coverage=7), timeout=30))
+    err = expect_unchanged_error(
+        server,
+        lambda: stub.Feedback(
+            pb.FeedbackRequest(retrieval_id=act.retrieval_id, memory_feedback=[used(a_id)], coverage=7), timeout=30
+        ),
+    )
     assert err.code == grpc.StatusCode.INVALID_ARGUMENT and err.paths == ["coverage"]
     assert err.reason == "INVALID_INPUT" and err.domain == "slowave.ai"
 
@@ -406,8 +447,10 @@ def test_s65_undefined_enum_numbers_over_raw_grpc(server, stub, scope):
 def test_s65_request_over_8_mib_is_refused_by_grpc(server, stub, scope):
     act = activate(stub, scope, task="nothing here yet")
     huge = "a" * (9 * 1024 * 1024)
-    err = expect_unchanged_error(server, lambda: stub.Feedback(
-        pb.FeedbackRequest(retrieval_id=act.retrieval_id, retrieval_quality=huge), timeout=60))
+    err = expect_unchanged_error(
+        server,
+        lambda: stub.Feedback(pb.FeedbackRequest(retrieval_id=act.retrieval_id, retrieval_quality=huge), timeout=60),
+    )
     assert err.code == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert not err.has_error_info
 
@@ -415,8 +458,10 @@ def test_s65_request_over_8_mib_is_refused_by_grpc(server, stub, scope):
 def test_s65_request_under_8_mib_reaches_the_service(server, stub, scope):
     act = activate(stub, scope, task="nothing here yet")
     big = "a" * (7 * 1024 * 1024)  # accepted by gRPC (limit 8 MiB), refused by the 4 KiB text rule
-    err = expect_unchanged_error(server, lambda: stub.Feedback(
-        pb.FeedbackRequest(retrieval_id=act.retrieval_id, retrieval_quality=big), timeout=60))
+    err = expect_unchanged_error(
+        server,
+        lambda: stub.Feedback(pb.FeedbackRequest(retrieval_id=act.retrieval_id, retrieval_quality=big), timeout=60),
+    )
     assert err.code == grpc.StatusCode.INVALID_ARGUMENT and err.paths == ["retrieval_quality"]
     assert err.has_error_info
 
@@ -428,10 +473,18 @@ def test_s67_procedure_first_accepted_use_wins(server, stub, scope):
     assert [p.procedure_id for p in act.procedures] == [pid]
     before = act.procedures[0]
     assert before.evidence == res.ProcedureEvidence()  # all counters zero
-    one = feedback(stub, act.retrieval_id, procedures=[
-        proc_entry(pid, pb.PROCEDURE_USE_USED, effect=res.EFFECT_HELPED, contribution="followed every step")])
-    two = feedback(stub, act.retrieval_id, procedures=[
-        proc_entry(pid, pb.PROCEDURE_USE_USED, effect=res.EFFECT_HARMED, contribution="it broke replicas")])
+    one = feedback(
+        stub,
+        act.retrieval_id,
+        procedures=[
+            proc_entry(pid, pb.PROCEDURE_USE_USED, effect=res.EFFECT_HELPED, contribution="followed every step")
+        ],
+    )
+    two = feedback(
+        stub,
+        act.retrieval_id,
+        procedures=[proc_entry(pid, pb.PROCEDURE_USE_USED, effect=res.EFFECT_HARMED, contribution="it broke replicas")],
+    )
     assert not one.rejected and not two.rejected and len(two.accepted_event_ids) == 2
     assert not two.applied.unchanged  # procedure entries never appear in applied
     later = procedure_of(activate(stub, scope, task=goal), pid)
@@ -447,7 +500,7 @@ def test_s67_procedure_first_accepted_use_wins(server, stub, scope):
 
 
 def test_s69_concurrent_feedback_counts_once(server, stub, scope):
-    a_id, = seed_memories(stub, scope, [DEPLOY])
+    (a_id,) = seed_memories(stub, scope, [DEPLOY])
     for round_ in range(3):
         act = exposing(stub, scope, [DEPLOY])
         assert learned_of(act, a_id) == round(0.05 * round_, 6)
@@ -459,7 +512,7 @@ def test_s69_concurrent_feedback_counts_once(server, stub, scope):
             try:
                 barrier.wait(timeout=30)
                 records[i] = feedback(stub, act.retrieval_id, [used(a_id)])
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the test thread
+            except BaseException as exc:
                 errors.append(exc)
 
         threads = [threading.Thread(target=send, args=(i,)) for i in range(2)]
@@ -481,11 +534,16 @@ def test_s69_concurrent_feedback_counts_once(server, stub, scope):
 def test_batch_items_processed_in_order_later_items_see_earlier(server, stub, scope):
     a_id, b_id = seed_memories(stub, scope, [DEPLOY, PYTHON])
     act = exposing(stub, scope, [DEPLOY, PYTHON])
-    results = batch(stub, [
-        pb.FeedbackItem(retrieval_id=act.retrieval_id, memory_feedback=[used(a_id)]),
-        pb.FeedbackItem(retrieval_id=act.retrieval_id, memory_feedback=[entry(a_id, pb.MEMORY_ASSESSMENT_IRRELEVANT)]),
-        pb.FeedbackItem(retrieval_id=act.retrieval_id, coverage=pb.COVERAGE_COMPLETE),
-    ])
+    results = batch(
+        stub,
+        [
+            pb.FeedbackItem(retrieval_id=act.retrieval_id, memory_feedback=[used(a_id)]),
+            pb.FeedbackItem(
+                retrieval_id=act.retrieval_id, memory_feedback=[entry(a_id, pb.MEMORY_ASSESSMENT_IRRELEVANT)]
+            ),
+            pb.FeedbackItem(retrieval_id=act.retrieval_id, coverage=pb.COVERAGE_COMPLETE),
+        ],
+    )
     first, second, third = (r.data for r in results)
     assert list(first.applied.strengthened) == [a_id] and list(first.outstanding.memory_ids) == [b_id]
     assert list(second.applied.unchanged) == [a_id]  # like a second scalar call: first accepted wins
@@ -501,8 +559,7 @@ def test_batch_items_processed_in_order_later_items_see_earlier(server, stub, sc
 def test_batch_per_target_rejection_does_not_fail_the_item(stub, scope):
     a_id, b_id, c_id = seed_memories(stub, scope, [DEPLOY, PYTHON, OTHER])
     act = exposing(stub, scope, [DEPLOY, PYTHON])
-    results = batch(stub, [pb.FeedbackItem(retrieval_id=act.retrieval_id,
-                                           memory_feedback=[used(c_id), used(a_id)])])
+    results = batch(stub, [pb.FeedbackItem(retrieval_id=act.retrieval_id, memory_feedback=[used(c_id), used(a_id)])])
     data = results[0].data
     assert results[0].WhichOneof("result") == "data"
     assert rejected_tuples(data) == [(pb.TARGET_KIND_MEMORY, c_id, "target_not_exposed", "memory_id")]
@@ -510,21 +567,32 @@ def test_batch_per_target_rejection_does_not_fail_the_item(stub, scope):
 
 
 def test_batch_whole_call_form_violations_write_nothing(server, stub, scope):
-    a_id, = seed_memories(stub, scope, [DEPLOY])
+    (a_id,) = seed_memories(stub, scope, [DEPLOY])
     act = exposing(stub, scope, [DEPLOY])
     item = pb.FeedbackItem(retrieval_id=act.retrieval_id, memory_feedback=[used(a_id)])
     req = pb.FeedbackRequest(
-        items=[item], retrieval_id=act.retrieval_id, memory_feedback=[used(a_id)],
-        procedure_feedback=[proc_entry("proc_x", pb.PROCEDURE_USE_USED)], retrieval_quality="",
-        missing=["x"], coverage=pb.COVERAGE_COMPLETE)
+        items=[item],
+        retrieval_id=act.retrieval_id,
+        memory_feedback=[used(a_id)],
+        procedure_feedback=[proc_entry("proc_x", pb.PROCEDURE_USE_USED)],
+        retrieval_quality="",
+        missing=["x"],
+        coverage=pb.COVERAGE_COMPLETE,
+    )
     err = expect_unchanged_error(server, lambda: stub.Feedback(req, timeout=30))
     assert err.code == grpc.StatusCode.INVALID_ARGUMENT
-    assert sorted(err.paths) == sorted(["retrieval_id", "memory_feedback", "procedure_feedback",
-                                        "retrieval_quality", "missing", "coverage"])
+    assert sorted(err.paths) == sorted(
+        ["retrieval_id", "memory_feedback", "procedure_feedback", "retrieval_quality", "missing", "coverage"]
+    )
     # Each scalar field alone is also a violation on its own path.
-    for extra, path in (({"memory_feedback": [used(a_id)]}, "memory_feedback"), ({"missing": ["gap"]}, "missing"),
-                        ({"retrieval_quality": "ok"}, "retrieval_quality")):
-        err = expect_unchanged_error(server, lambda: stub.Feedback(pb.FeedbackRequest(items=[item], **extra), timeout=30))
+    for extra, path in (
+        ({"memory_feedback": [used(a_id)]}, "memory_feedback"),
+        ({"missing": ["gap"]}, "missing"),
+        ({"retrieval_quality": "ok"}, "retrieval_quality"),
+    ):
+        err = expect_unchanged_error(
+            server, lambda: stub.Feedback(pb.FeedbackRequest(items=[item], **extra), timeout=30)
+        )
         assert err.paths == [path]
 
 
@@ -534,23 +602,30 @@ def test_batch_neither_form_is_invalid(server, stub):
 
 
 def test_s29_scalar_form_unknown_retrieval_is_whole_call_not_found(server, stub):
-    err = expect_unchanged_error(server, lambda: stub.Feedback(
-        pb.FeedbackRequest(retrieval_id="ctx_000000000000", coverage=pb.COVERAGE_COMPLETE), timeout=30))
+    err = expect_unchanged_error(
+        server,
+        lambda: stub.Feedback(
+            pb.FeedbackRequest(retrieval_id="ctx_000000000000", coverage=pb.COVERAGE_COMPLETE), timeout=30
+        ),
+    )
     assert err.code == grpc.StatusCode.NOT_FOUND and err.reason == "NOT_FOUND" and err.domain == "slowave.ai"
     assert err.metadata == {"code": "not_found", "retryable": "false"}
     assert err.violations == []  # no BadRequest: a lookup failure, not a shape error
 
 
 def test_batch_item_own_rule_failures_fail_only_that_item(server, stub, scope):
-    a_id, = seed_memories(stub, scope, [DEPLOY])
+    (a_id,) = seed_memories(stub, scope, [DEPLOY])
     act = exposing(stub, scope, [DEPLOY])
-    results = batch(stub, [
-        pb.FeedbackItem(retrieval_id="   ", memory_feedback=[used(a_id)]),        # blank retrieval id
-        pb.FeedbackItem(retrieval_id=act.retrieval_id, coverage=7),               # undefined coverage
-        pb.FeedbackItem(retrieval_id=act.retrieval_id, missing=["x" * 4097]),     # over 4 KiB
-        pb.FeedbackItem(retrieval_id="sess_abc123"),                              # not a retrieval id
-        pb.FeedbackItem(retrieval_id=act.retrieval_id, memory_feedback=[used(a_id)]),
-    ])
+    results = batch(
+        stub,
+        [
+            pb.FeedbackItem(retrieval_id="   ", memory_feedback=[used(a_id)]),  # blank retrieval id
+            pb.FeedbackItem(retrieval_id=act.retrieval_id, coverage=7),  # undefined coverage
+            pb.FeedbackItem(retrieval_id=act.retrieval_id, missing=["x" * 4097]),  # over 4 KiB
+            pb.FeedbackItem(retrieval_id="sess_abc123"),  # not a retrieval id
+            pb.FeedbackItem(retrieval_id=act.retrieval_id, memory_feedback=[used(a_id)]),
+        ],
+    )
     assert [r.WhichOneof("result") for r in results] == ["error", "error", "error", "error", "data"]
     for i, path in ((0, "items[0].retrieval_id"), (1, "items[1].coverage"), (2, "items[2].missing[0]")):
         assert results[i].error.code == "invalid_input" and results[i].error.retryable is False
@@ -562,7 +637,7 @@ def test_batch_item_own_rule_failures_fail_only_that_item(server, stub, scope):
 
 
 def test_batch_of_100_items_is_accepted(server, stub, scope):
-    a_id, = seed_memories(stub, scope, [DEPLOY])
+    (a_id,) = seed_memories(stub, scope, [DEPLOY])
     act = exposing(stub, scope, [DEPLOY])
     items = [pb.FeedbackItem(retrieval_id=act.retrieval_id, memory_feedback=[used(a_id)]) for _ in range(100)]
     results = batch(stub, items)
@@ -573,10 +648,12 @@ def test_batch_of_100_items_is_accepted(server, stub, scope):
 
 
 def test_batch_items_assess_several_retrievals_of_several_sessions(stub, scope):
-    a_id, = seed_memories(stub, scope, [DEPLOY])
+    (a_id,) = seed_memories(stub, scope, [DEPLOY])
     s1 = exposing(stub, scope, [DEPLOY])
     s2 = exposing(stub, scope, [DEPLOY])
-    results = batch(stub, [pb.FeedbackItem(retrieval_id=s.retrieval_id, coverage=pb.COVERAGE_COMPLETE) for s in (s1, s2)])
+    results = batch(
+        stub, [pb.FeedbackItem(retrieval_id=s.retrieval_id, coverage=pb.COVERAGE_COMPLETE) for s in (s1, s2)]
+    )
     assert [r.data.session_id for r in results] == [s1.session_id, s2.session_id]
     assert all(list(r.data.implicitly_assessed.memory_ids) == [a_id] for r in results)
     for s in (s1, s2):
@@ -584,7 +661,7 @@ def test_batch_items_assess_several_retrievals_of_several_sessions(stub, scope):
 
 
 def test_batch_feedback_on_ended_session_retrieval_is_accepted(stub, scope):
-    a_id, = seed_memories(stub, scope, [DEPLOY])
+    (a_id,) = seed_memories(stub, scope, [DEPLOY])
     act = exposing(stub, scope, [DEPLOY])
     assess_all(stub, act)
     quiet_commit(stub, act.session_id)
@@ -603,7 +680,7 @@ def _session_row(server: Server, session_id: str):
 
 
 def test_s40_feedback_touches_only_the_owning_open_session(server, stub, scope):
-    a_id, = seed_memories(stub, scope, [DEPLOY])
+    (a_id,) = seed_memories(stub, scope, [DEPLOY])
     caller = exposing(stub, scope, [DEPLOY])
     owner = exposing(stub, scope, [DEPLOY])
     caller_before, owner_before = _session_row(server, caller.session_id), _session_row(server, owner.session_id)
@@ -613,7 +690,7 @@ def test_s40_feedback_touches_only_the_owning_open_session(server, stub, scope):
 
 
 def test_s40_feedback_on_a_closed_sessions_retrieval_changes_no_session(server, stub, scope):
-    a_id, = seed_memories(stub, scope, [DEPLOY])
+    (a_id,) = seed_memories(stub, scope, [DEPLOY])
     act = exposing(stub, scope, [DEPLOY])
     assess_all(stub, act)
     quiet_commit(stub, act.session_id)
@@ -628,8 +705,12 @@ def test_s38_memory_id_in_procedure_feedback_blocks_complete(server, stub, scope
     act = exposing(stub, scope, [DEPLOY, PYTHON])
     first, second = ids(act.memories)
     # `first` is mentioned (in the wrong list, so rejected): it is in M, not implicitly assessed.
-    rec = feedback(stub, act.retrieval_id, procedures=[
-        proc_entry(first, pb.PROCEDURE_USE_NOT_USED, effect=res.EFFECT_UNKNOWN)], coverage=pb.COVERAGE_COMPLETE)
+    rec = feedback(
+        stub,
+        act.retrieval_id,
+        procedures=[proc_entry(first, pb.PROCEDURE_USE_NOT_USED, effect=res.EFFECT_UNKNOWN)],
+        coverage=pb.COVERAGE_COMPLETE,
+    )
     assert rejected_tuples(rec) == [
         (pb.TARGET_KIND_PROCEDURE, first, "target_not_exposed", "procedure_id"),
         (pb.TARGET_KIND_RETRIEVAL, act.retrieval_id, "incomplete_coverage", "coverage"),
@@ -650,47 +731,84 @@ def test_s38_rejected_entry_for_an_already_assessed_target_does_not_block(server
     # A mix for one target: a rejected and an accepted entry in one call cover it.
     seed_memories(stub, scope, [CACHE])
     act2 = exposing(stub, scope, [CACHE])
-    cache_id, = ids(act2.memories)
-    rec2 = feedback(stub, act2.retrieval_id, [entry(cache_id, pb.MEMORY_ASSESSMENT_UNASSESSABLE), used(cache_id)],
-                    coverage=pb.COVERAGE_COMPLETE)
-    assert rec2.coverage == pb.COVERAGE_COMPLETE and [r.reason for r in rec2.rejected] == ["unassessable_requires_reason"]
+    (cache_id,) = ids(act2.memories)
+    rec2 = feedback(
+        stub,
+        act2.retrieval_id,
+        [entry(cache_id, pb.MEMORY_ASSESSMENT_UNASSESSABLE), used(cache_id)],
+        coverage=pb.COVERAGE_COMPLETE,
+    )
+    assert rec2.coverage == pb.COVERAGE_COMPLETE and [r.reason for r in rec2.rejected] == [
+        "unassessable_requires_reason"
+    ]
 
 
 def test_s30_scalar_entry_rule_violations_are_whole_call(server, stub, scope):
-    a_id, = seed_memories(stub, scope, [DEPLOY])
+    (a_id,) = seed_memories(stub, scope, [DEPLOY])
     act = exposing(stub, scope, [DEPLOY])
-    err = expect_unchanged_error(server, lambda: stub.Feedback(pb.FeedbackRequest(
-        retrieval_id=act.retrieval_id,
-        memory_feedback=[used(a_id), used(""), entry(a_id, pb.MEMORY_ASSESSMENT_STALE, reason="r" * 4097)],
-        procedure_feedback=[proc_entry(" ", pb.PROCEDURE_USE_USED)],
-        missing=["ok", "m" * 4097]), timeout=30))
+    err = expect_unchanged_error(
+        server,
+        lambda: stub.Feedback(
+            pb.FeedbackRequest(
+                retrieval_id=act.retrieval_id,
+                memory_feedback=[used(a_id), used(""), entry(a_id, pb.MEMORY_ASSESSMENT_STALE, reason="r" * 4097)],
+                procedure_feedback=[proc_entry(" ", pb.PROCEDURE_USE_USED)],
+                missing=["ok", "m" * 4097],
+            ),
+            timeout=30,
+        ),
+    )
     assert err.code == grpc.StatusCode.INVALID_ARGUMENT
-    assert sorted(err.paths) == sorted(["memory_feedback[1].memory_id", "memory_feedback[2].reason",
-                                        "procedure_feedback[0].procedure_id", "missing[1]"])
-    err = expect_unchanged_error(server, lambda: stub.Feedback(pb.FeedbackRequest(
-        retrieval_id=act.retrieval_id, memory_feedback=[used(a_id)] * 201), timeout=30))
+    assert sorted(err.paths) == sorted(
+        [
+            "memory_feedback[1].memory_id",
+            "memory_feedback[2].reason",
+            "procedure_feedback[0].procedure_id",
+            "missing[1]",
+        ]
+    )
+    err = expect_unchanged_error(
+        server,
+        lambda: stub.Feedback(
+            pb.FeedbackRequest(retrieval_id=act.retrieval_id, memory_feedback=[used(a_id)] * 201), timeout=30
+        ),
+    )
     assert err.paths == ["memory_feedback"]
-    err = expect_unchanged_error(server, lambda: stub.Feedback(pb.FeedbackRequest(
-        retrieval_id="  ", memory_feedback=[used(a_id)]), timeout=30))
+    err = expect_unchanged_error(
+        server, lambda: stub.Feedback(pb.FeedbackRequest(retrieval_id="  ", memory_feedback=[used(a_id)]), timeout=30)
+    )
     assert err.paths == ["retrieval_id"]
 
 
 def test_batch_item_error_message_names_every_offending_path(server, stub, scope):
     act = activate(stub, scope, task="nothing here yet")
-    results = batch(stub, [pb.FeedbackItem(retrieval_id=" ", memory_feedback=[used("")],
-                                           procedure_feedback=[proc_entry("", pb.PROCEDURE_USE_USED)])])
+    results = batch(
+        stub,
+        [
+            pb.FeedbackItem(
+                retrieval_id=" ", memory_feedback=[used("")], procedure_feedback=[proc_entry("", pb.PROCEDURE_USE_USED)]
+            )
+        ],
+    )
     err = results[0].error
     assert err.code == "invalid_input" and err.retryable is False
-    for path in ("items[0].retrieval_id", "items[0].memory_feedback[0].memory_id",
-                 "items[0].procedure_feedback[0].procedure_id"):
+    for path in (
+        "items[0].retrieval_id",
+        "items[0].memory_feedback[0].memory_id",
+        "items[0].procedure_feedback[0].procedure_id",
+    ):
         assert path in err.message
     assert ledger(server, act.retrieval_id) == []
 
 
 def test_batch_top_level_undefined_coverage_fails_the_call(server, stub, scope):
     act = activate(stub, scope, task="nothing here yet")
-    err = expect_unchanged_error(server, lambda: stub.Feedback(pb.FeedbackRequest(
-        items=[pb.FeedbackItem(retrieval_id=act.retrieval_id)], coverage=5), timeout=30))
+    err = expect_unchanged_error(
+        server,
+        lambda: stub.Feedback(
+            pb.FeedbackRequest(items=[pb.FeedbackItem(retrieval_id=act.retrieval_id)], coverage=5), timeout=30
+        ),
+    )
     assert err.code == grpc.StatusCode.INVALID_ARGUMENT and err.paths == ["coverage"]
 
 

@@ -25,6 +25,7 @@ Budget: derandomized (the same examples on every run, CI is reproducible) with a
 examples per RPC, about a minute per backend. Each test prints nothing unless it fails, when
 hypothesis reports the shrunk request.
 """
+
 from __future__ import annotations
 
 import math
@@ -65,19 +66,43 @@ pytestmark = pytest.mark.timeout(900)
 
 
 def fuzz_settings(examples: int) -> settings:
-    return settings(max_examples=max(1, int(examples * SCALE)), deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                           HealthCheck.large_base_example, HealthCheck.filter_too_much,
-                                           HealthCheck.function_scoped_fixture],
-                    print_blob=False)
+    return settings(
+        max_examples=max(1, int(examples * SCALE)),
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+            HealthCheck.large_base_example,
+            HealthCheck.filter_too_much,
+            HealthCheck.function_scoped_fixture,
+        ],
+        print_blob=False,
+    )
 
 
 # ------------------------------------------------------------------------------------------ the world
 
 SESSION_COLUMNS = list(tables.sessions.c.keys())
 TOUCH_COLUMNS = {SESSION_COLUMNS.index("last_activity_at"), SESSION_COLUMNS.index("recall_calls")}
-WIDGETS = [f"Widget rule {w} keeps the gizmo calibrated." for w in
-           ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima")]
+WIDGETS = [
+    f"Widget rule {w} keeps the gizmo calibrated."
+    for w in (
+        "alpha",
+        "bravo",
+        "charlie",
+        "delta",
+        "echo",
+        "foxtrot",
+        "golf",
+        "hotel",
+        "india",
+        "juliet",
+        "kilo",
+        "lima",
+    )
+]
 
 GATE = ["Gate sentinel claim about turbines.", "Gate sentinel claim about rotors."]
 
@@ -104,9 +129,20 @@ class World:
 
     @property
     def all_ids(self) -> list[str]:
-        return [*self.memory_ids[:3], *self.foreign_memory_ids, self.open_session, self.activation_id, self.recall_id,
-                self.cursor, self.continuity_id, self.closed_session, self.closed_retrieval, self.procedure_id,
-                self.foreign_session, self.foreign_retrieval]
+        return [
+            *self.memory_ids[:3],
+            *self.foreign_memory_ids,
+            self.open_session,
+            self.activation_id,
+            self.recall_id,
+            self.cursor,
+            self.continuity_id,
+            self.closed_session,
+            self.closed_retrieval,
+            self.procedure_id,
+            self.foreign_session,
+            self.foreign_retrieval,
+        ]
 
 
 @pytest.fixture(scope="module")
@@ -128,20 +164,35 @@ def world(fuzz_server: Server) -> World:
     commit(stub, c.session_id, procedure=pb.CommitProcedure(summary="Calibrate widgets", steps=["Check the gizmo"]))
     a = activate(stub, scope, task=" ".join(WIDGETS), page_size=1)
     assert a.more_available, "the world needs a continuation cursor"
-    rec = stub.Recall(pb.RecallRequest(session_id=a.session_id, scope=scope, query="gizmo widget calibrated"),
-                      timeout=CALL_TIMEOUT)
+    rec = stub.Recall(
+        pb.RecallRequest(session_id=a.session_id, scope=scope, query="gizmo widget calibrated"), timeout=CALL_TIMEOUT
+    )
     f = activate(stub, other, task="Foreign gadget rule")
     # Memories no fuzzed Feedback can reach (and retire): Commit's gate always has something to refuse.
     gate = new_scope("gate")
     seed_memories(stub, gate, GATE)
-    return World(scope, other, mids, foreign_mids, a.session_id, a.retrieval_id, rec.retrieval_id, a.continue_from,
-                 a.continuity_id, c.session_id, c.retrieval_id, f"proc_{c.session_id}", f.session_id, f.retrieval_id,
-                 gate)
+    return World(
+        scope,
+        other,
+        mids,
+        foreign_mids,
+        a.session_id,
+        a.retrieval_id,
+        rec.retrieval_id,
+        a.continue_from,
+        a.continuity_id,
+        c.session_id,
+        c.retrieval_id,
+        f"proc_{c.session_id}",
+        f.session_id,
+        f.retrieval_id,
+        gate,
+    )
 
 
 # ------------------------------------------------------------------------------------------ strategies
 
-INT32 = st.integers(-2**31, 2**31 - 1)
+INT32 = st.integers(-(2**31), 2**31 - 1)
 
 
 def texts(limit: int) -> st.SearchStrategy[str]:
@@ -164,11 +215,28 @@ def optional(strategy: st.SearchStrategy) -> st.SearchStrategy:
 
 def enum_numbers(enum: Any) -> st.SearchStrategy[int]:
     """Defined values, and the undefined numbers raw gRPC allows (enums are open)."""
-    return st.one_of(st.sampled_from(list(enum.values())), st.sampled_from([-1, max(enum.values()) + 1, 2**31 - 1]), INT32)
+    return st.one_of(
+        st.sampled_from(list(enum.values())), st.sampled_from([-1, max(enum.values()) + 1, 2**31 - 1]), INT32
+    )
 
 
-JUNK_IDS = ["", "   ", "sess_000000000000", "ctx_ffffffffffff", "rec_000000000000", "sch_0", "sch_01", "sch_-1",
-            "sch_99999999", "sch_" + "9" * 30, "proc_sess_000000000000", "x" * 256, "x" * 257, "é" * 257, "nul\x00id"]
+JUNK_IDS = [
+    "",
+    "   ",
+    "sess_000000000000",
+    "ctx_ffffffffffff",
+    "rec_000000000000",
+    "sch_0",
+    "sch_01",
+    "sch_-1",
+    "sch_99999999",
+    "sch_" + "9" * 30,
+    "proc_sess_000000000000",
+    "x" * 256,
+    "x" * 257,
+    "é" * 257,
+    "nul\x00id",
+]
 VALID_TEXT = st.text(st.characters(categories=["L", "N", "P", "S"]), min_size=1, max_size=24).map(lambda t: f"Fuzz {t}")
 
 
@@ -188,8 +256,20 @@ def valid_scope(world: World) -> st.SearchStrategy[str]:
 
 
 def odd_scopes(world: World) -> st.SearchStrategy[str]:
-    odd = ["", "   ", "a:", ":b", "ab", ":", "project", "p:" + "x" * 254, "p:" + "x" * 255, world.scope.upper(),
-           world.other_scope, "nul:\x00"]
+    odd = [
+        "",
+        "   ",
+        "a:",
+        ":b",
+        "ab",
+        ":",
+        "project",
+        "p:" + "x" * 254,
+        "p:" + "x" * 255,
+        world.scope.upper(),
+        world.other_scope,
+        "nul:\x00",
+    ]
     return st.one_of(st.sampled_from(odd), st.text(max_size=12))
 
 
@@ -213,15 +293,39 @@ class Fields:
 
 
 KEYS = st.one_of(
-    st.sampled_from(["env", "Env", " env ", "ENV", "lang", "a.b:c-d_e", "", " ", "1abc", "k" * 64, "k" * 65, "ключ",
-                     "with space", "tools", "x\x00y"]),
+    st.sampled_from(
+        [
+            "env",
+            "Env",
+            " env ",
+            "ENV",
+            "lang",
+            "a.b:c-d_e",
+            "",
+            " ",
+            "1abc",
+            "k" * 64,
+            "k" * 65,
+            "ключ",
+            "with space",
+            "tools",
+            "x\x00y",
+        ]
+    ),
     st.text(max_size=8),
 )
-SCALARS = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=True, allow_infinity=True),
-                    st.sampled_from([math.nan, math.inf, -math.inf, 0.0, -0.0, 1e308, 5e-324, 2.0**53 + 1]),
-                    st.text(max_size=12))
-JSON_VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                           st.dictionaries(KEYS, inner, max_size=4)), max_leaves=16)
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([math.nan, math.inf, -math.inf, 0.0, -0.0, 1e308, 5e-324, 2.0**53 + 1]),
+    st.text(max_size=12),
+)
+JSON_VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(KEYS, inner, max_size=4)),
+    max_leaves=16,
+)
 
 
 def nested(levels: int) -> dict:
@@ -241,7 +345,12 @@ STRUCTS = st.one_of(
 
 VALID_CONTEXT = st.dictionaries(
     st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True),
-    st.one_of(st.text(max_size=8), st.booleans(), st.integers(-1000, 1000).map(float), st.lists(st.text(max_size=5), max_size=3)),
+    st.one_of(
+        st.text(max_size=8),
+        st.booleans(),
+        st.integers(-1000, 1000).map(float),
+        st.lists(st.text(max_size=5), max_size=3),
+    ),
     max_size=3,
 )
 
@@ -251,16 +360,19 @@ def valid_timestamps() -> st.SearchStrategy[timestamp_pb2.Timestamp]:
 
 
 def timestamps() -> st.SearchStrategy[timestamp_pb2.Timestamp]:
-    seconds = st.one_of(st.integers(-62135596800, 253402300799),
-                        st.sampled_from([-62135596801, 253402300800, -2**63, 2**63 - 1]))
-    nanos = st.one_of(st.integers(0, 999_999_999), st.sampled_from([-1, 10**9, -2**31, 2**31 - 1]))
+    seconds = st.one_of(
+        st.integers(-62135596800, 253402300799), st.sampled_from([-62135596801, 253402300800, -(2**63), 2**63 - 1])
+    )
+    nanos = st.one_of(st.integers(0, 999_999_999), st.sampled_from([-1, 10**9, -(2**31), 2**31 - 1]))
     return st.builds(timestamp_pb2.Timestamp, seconds=seconds, nanos=nanos)
 
 
 def lists_of(strategy: st.SearchStrategy, limit: int) -> st.SearchStrategy[list]:
     """Short random lists, or `limit` ± 1 copies of one element."""
-    return st.one_of(st.lists(strategy, max_size=4),
-                     st.tuples(strategy, st.integers(limit - 1, limit + 1)).map(lambda p: [p[0]] * p[1]))
+    return st.one_of(
+        st.lists(strategy, max_size=4),
+        st.tuples(strategy, st.integers(limit - 1, limit + 1)).map(lambda p: [p[0]] * p[1]),
+    )
 
 
 def setopt(message: Any, **fields: Any) -> Any:
@@ -285,8 +397,10 @@ def setopt(message: Any, **fields: Any) -> Any:
 
 
 def _sessions_without_touch(snapshot: dict, session_id: str | None) -> list[tuple]:
-    return [tuple(v for i, v in enumerate(row) if i not in TOUCH_COLUMNS) if row[0] == session_id else tuple(row)
-            for row in snapshot["sessions"]]
+    return [
+        tuple(v for i, v in enumerate(row) if i not in TOUCH_COLUMNS) if row[0] == session_id else tuple(row)
+        for row in snapshot["sessions"]
+    ]
 
 
 def _named_session(request: Any) -> str | None:
@@ -297,7 +411,7 @@ def _named_session(request: Any) -> str | None:
 def _parsed(rpc: str, raw: bytes) -> Any:
     try:
         return REQUESTS[rpc].FromString(raw)
-    except Exception:  # noqa: BLE001 - not a message: it names no session
+    except Exception:
         return None
 
 
@@ -305,27 +419,37 @@ def _describe(rpc: str, request: Any, raw: bool) -> str:
     return f"{rpc}({'raw ' if raw else ''}{str(request)[:3000]!r})"
 
 
-def check_call(server: Server, rpc: str, request: Any, *, raw: bool = False) -> tuple[grpc.StatusCode, Any, ErrorDetails | None]:
+def check_call(
+    server: Server, rpc: str, request: Any, *, raw: bool = False
+) -> tuple[grpc.StatusCode, Any, ErrorDetails | None]:
     """Runs one call and checks the properties every call has; returns (code, response, details)."""
     before = server.snapshot()
     if raw:
-        method = server.channel.unary_unary(f"/slowave.v1.MemoryService/{rpc}", request_serializer=lambda b: b,
-                                            response_deserializer=lambda b: b)
-        call = lambda: method(request, timeout=CALL_TIMEOUT)  # noqa: E731
+        method = server.channel.unary_unary(
+            f"/slowave.v1.MemoryService/{rpc}", request_serializer=lambda b: b, response_deserializer=lambda b: b
+        )
+        call = lambda: method(request, timeout=CALL_TIMEOUT)
     else:
-        call = lambda: getattr(server.stub, rpc)(request, timeout=CALL_TIMEOUT)  # noqa: E731
+        call = lambda: getattr(server.stub, rpc)(request, timeout=CALL_TIMEOUT)
     try:
         response, code, err = call(), grpc.StatusCode.OK, None
     except grpc.RpcError as exc:
         response, err = None, details_of(exc)
         code = err.code
-    assert code not in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN), f"{code} {err.message if err else ''}: {_describe(rpc, request, raw)}"
+    assert code not in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN), (
+        f"{code} {err.message if err else ''}: {_describe(rpc, request, raw)}"
+    )
     assert_serving(server.channel)
     if err is None:
         return code, response, None
     if code == grpc.StatusCode.INVALID_ARGUMENT:
-        assert err.has_error_info and err.domain == "slowave.ai" and err.reason == "INVALID_INPUT", (err, _describe(rpc, request, raw))
-        assert err.violations, f"INVALID_ARGUMENT without a field violation: {err.message}: {_describe(rpc, request, raw)}"
+        assert err.has_error_info and err.domain == "slowave.ai" and err.reason == "INVALID_INPUT", (
+            err,
+            _describe(rpc, request, raw),
+        )
+        assert err.violations, (
+            f"INVALID_ARGUMENT without a field violation: {err.message}: {_describe(rpc, request, raw)}"
+        )
     elif code != grpc.StatusCode.RESOURCE_EXHAUSTED:  # oversized messages: refused by gRPC itself (spec 4.1)
         assert err.has_error_info and err.domain == "slowave.ai", (err, _describe(rpc, request, raw))
     after = server.snapshot()
@@ -335,8 +459,9 @@ def check_call(server: Server, rpc: str, request: Any, *, raw: bool = False) -> 
         assert named is not None, f"{code} refusal changed the store: {_describe(rpc, request, raw)}"
         assert after["counts"] == before["counts"], (before["counts"], after["counts"], _describe(rpc, request, raw))
         assert after["ledger"] == before["ledger"], f"{code} refusal changed the ledger: {_describe(rpc, request, raw)}"
-        assert _sessions_without_touch(after, named) == _sessions_without_touch(before, named), \
+        assert _sessions_without_touch(after, named) == _sessions_without_touch(before, named), (
             f"{code} refusal changed more than the activity touch of {named}: {_describe(rpc, request, raw)}"
+        )
     return code, response, err
 
 
@@ -352,22 +477,33 @@ def expected_item(content: str, type_: int, occurred: timestamp_pb2.Timestamp | 
 
 # ------------------------------------------------------------------------------------------ Activate
 
-CONTINUITY_VARIANTS = ["cont_" + "A" * 32, "cont_" + "A" * 96, "cont_" + "A" * 97, "cont_" + "A" * 31,
-                       "cont_bad!" + "A" * 32, "cont_" + "A" * 32 + "\x00"]
+CONTINUITY_VARIANTS = [
+    "cont_" + "A" * 32,
+    "cont_" + "A" * 96,
+    "cont_" + "A" * 97,
+    "cont_" + "A" * 31,
+    "cont_bad!" + "A" * 32,
+    "cont_" + "A" * 32 + "\x00",
+]
 
 
 @fuzz_settings(60)
 @given(data=st.data())
 def test_fuzz_activate(fuzz_server, world, data):
-    f = Fields(data, ["task", "initial_goal", "scope", "page_size", "continuity_id", "task_context", "semantic_context"])
+    f = Fields(
+        data, ["task", "initial_goal", "scope", "page_size", "continuity_id", "task_context", "semantic_context"]
+    )
     request = setopt(
         pb.ActivateRequest(),
         task=f("task", VALID_TEXT, texts(4096)),
         initial_goal=f("initial_goal", VALID_TEXT, texts(4096)),
         scope=f("scope", valid_scope(world), odd_scopes(world)),
         page_size=f("page_size", optional(st.integers(1, 10)), st.one_of(st.sampled_from([0, 11, -1]), INT32)),
-        continuity_id=f("continuity_id", optional(st.sampled_from([world.continuity_id, "", "  "])),
-                        st.one_of(other_ids(world), st.sampled_from(CONTINUITY_VARIANTS))),
+        continuity_id=f(
+            "continuity_id",
+            optional(st.sampled_from([world.continuity_id, "", "  "])),
+            st.one_of(other_ids(world), st.sampled_from(CONTINUITY_VARIANTS)),
+        ),
         task_context=f("task_context", optional(VALID_CONTEXT), STRUCTS),
         semantic_context=f("semantic_context", optional(VALID_TEXT), texts(4096)),
     )
@@ -396,18 +532,27 @@ def remember_items(valid: bool) -> st.SearchStrategy[pb.RememberItem]:
 @given(data=st.data())
 def test_fuzz_remember(fuzz_server, world, data):
     f = Fields(data, ["form", "session_id", "scope", "content", "type", "occurred_at", "memories"])
-    form = f("form", st.sampled_from(["scalar", "batch"]), st.sampled_from(["both", "neither", "content only", "type only"]))
-    request = pb.RememberRequest(session_id=f("session_id", valid_ids(world.open_session), other_ids(world)),
-                                 scope=f("scope", valid_scope(world), odd_scopes(world)))
+    form = f(
+        "form", st.sampled_from(["scalar", "batch"]), st.sampled_from(["both", "neither", "content only", "type only"])
+    )
+    request = pb.RememberRequest(
+        session_id=f("session_id", valid_ids(world.open_session), other_ids(world)),
+        scope=f("scope", valid_scope(world), odd_scopes(world)),
+    )
     if form in ("scalar", "both", "content only", "type only"):
-        setopt(request,
-               content=f("content", VALID_TEXT, texts(16384)) if form != "type only" else None,
-               type=f("type", st.integers(1, 10), enum_numbers(res.MemoryType)) if form != "content only" else None,
-               occurred_at=f("occurred_at", optional(valid_timestamps()), timestamps()))
+        setopt(
+            request,
+            content=f("content", VALID_TEXT, texts(16384)) if form != "type only" else None,
+            type=f("type", st.integers(1, 10), enum_numbers(res.MemoryType)) if form != "content only" else None,
+            occurred_at=f("occurred_at", optional(valid_timestamps()), timestamps()),
+        )
     items: list[pb.RememberItem] = []
     if form in ("batch", "both"):
-        items = f("memories", st.lists(remember_items(valid=True), min_size=1, max_size=4),
-                  lists_of(remember_items(valid=False), 100))
+        items = f(
+            "memories",
+            st.lists(remember_items(valid=True), min_size=1, max_size=4),
+            lists_of(remember_items(valid=False), 100),
+        )
         request.memories.extend(items)
         if form == "batch" and f.perturbs("occurred_at"):
             request.occurred_at.CopyFrom(f("occurred_at", valid_timestamps(), timestamps()))  # scalar-only field
@@ -424,7 +569,10 @@ def test_fuzz_remember(fuzz_server, world, data):
         expected = expected_item(item.content, item.type, item.occurred_at if item.HasField("occurred_at") else None)
         got = result.WhichOneof("result")
         if expected == "error":
-            assert got == "error" and result.error.code == "invalid_input" and not result.error.retryable, (item, result)
+            assert got == "error" and result.error.code == "invalid_input" and not result.error.retryable, (
+                item,
+                result,
+            )
         else:  # OK means the session is open and in scope: every valid item is stored
             assert got == "data" and result.data.stored and result.data.scope == world.scope, (item, result)
 
@@ -435,22 +583,40 @@ def test_fuzz_remember(fuzz_server, world, data):
 @fuzz_settings(70)
 @given(data=st.data())
 def test_fuzz_recall(fuzz_server, world, data):
-    f = Fields(data, ["mode", "session_id", "scope", "query", "page_size", "task_context", "semantic_context",
-                      "evidence_mode", "continue_from"])
+    f = Fields(
+        data,
+        [
+            "mode",
+            "session_id",
+            "scope",
+            "query",
+            "page_size",
+            "task_context",
+            "semantic_context",
+            "evidence_mode",
+            "continue_from",
+        ],
+    )
     mode = f("mode", st.sampled_from(["fresh", "continuation"]), st.sampled_from(["both", "neither"]))
-    request = pb.RecallRequest(session_id=f("session_id", valid_ids(world.open_session), other_ids(world)),
-                               scope=f("scope", valid_scope(world), odd_scopes(world)))
+    request = pb.RecallRequest(
+        session_id=f("session_id", valid_ids(world.open_session), other_ids(world)),
+        scope=f("scope", valid_scope(world), odd_scopes(world)),
+    )
     if mode in ("continuation", "both"):
-        request.continue_from = f("continue_from", valid_ids(world.cursor),
-                                  st.one_of(other_ids(world), st.just("cur_" + "Zz9_" * 8)))
+        request.continue_from = f(
+            "continue_from", valid_ids(world.cursor), st.one_of(other_ids(world), st.just("cur_" + "Zz9_" * 8))
+        )
     if mode in ("fresh", "both"):
-        setopt(request,
-               query=f("query", VALID_TEXT, texts(4096)),
-               page_size=f("page_size", optional(st.integers(1, 10)), st.one_of(st.sampled_from([0, 11, -1]), INT32)),
-               task_context=f("task_context", optional(VALID_CONTEXT), STRUCTS),
-               semantic_context=f("semantic_context", optional(VALID_TEXT), texts(4096)))
-    request.evidence_mode = f("evidence_mode", st.sampled_from([0, 1, 2] if mode == "fresh" else [0, 1]),
-                              enum_numbers(res.EvidenceMode))
+        setopt(
+            request,
+            query=f("query", VALID_TEXT, texts(4096)),
+            page_size=f("page_size", optional(st.integers(1, 10)), st.one_of(st.sampled_from([0, 11, -1]), INT32)),
+            task_context=f("task_context", optional(VALID_CONTEXT), STRUCTS),
+            semantic_context=f("semantic_context", optional(VALID_TEXT), texts(4096)),
+        )
+    request.evidence_mode = f(
+        "evidence_mode", st.sampled_from([0, 1, 2] if mode == "fresh" else [0, 1]), enum_numbers(res.EvidenceMode)
+    )
     code, response, _ = check_call(fuzz_server, "Recall", request)
     if code == grpc.StatusCode.OK:
         assert response.session_id == world.open_session and len(response.evidence) <= 8
@@ -466,8 +632,13 @@ def memory_entries(world: World, valid: bool) -> st.SearchStrategy[pb.MemoryFeed
     mid = st.sampled_from(world.memory_ids + world.foreign_memory_ids + JUNK_IDS[:11])
     return st.builds(
         lambda memory_id, assessment, stale, replacement, reason, relevance, effect: setopt(
-            pb.MemoryFeedbackEntry(memory_id=memory_id, assessment=assessment), stale_reason=stale,
-            replacement_memory_id=replacement, reason=reason, relevance=relevance, effect=effect),
+            pb.MemoryFeedbackEntry(memory_id=memory_id, assessment=assessment),
+            stale_reason=stale,
+            replacement_memory_id=replacement,
+            reason=reason,
+            relevance=relevance,
+            effect=effect,
+        ),
         mid if valid else st.one_of(mid, other_ids(world)),
         enum_numbers(pb.MemoryAssessment),
         optional(enum_numbers(pb.StaleReason)),
@@ -483,8 +654,11 @@ def procedure_entries(world: World, valid: bool) -> st.SearchStrategy[pb.Procedu
     text = VALID_TEXT if valid else texts(4096)
     return st.builds(
         lambda procedure_id, use, effect, contribution, reason: setopt(
-            pb.ProcedureFeedbackEntry(procedure_id=procedure_id, use=use), effect=effect, contribution=contribution,
-            reason=reason),
+            pb.ProcedureFeedbackEntry(procedure_id=procedure_id, use=use),
+            effect=effect,
+            contribution=contribution,
+            reason=reason,
+        ),
         pid if valid else st.one_of(pid, other_ids(world)),
         enum_numbers(pb.ProcedureUse),
         optional(enum_numbers(res.Effect)),
@@ -498,10 +672,16 @@ def feedback_fields(world: World, f: Fields, prefix: str, *, long_lists: bool) -
     many = lists_of if long_lists else (lambda strategy, _limit: st.lists(strategy, max_size=3))
     return dict(
         retrieval_id=f(prefix + "retrieval_id", valid_ids(*retrievals), other_ids(world)),
-        memory_feedback=f(prefix + "memory_feedback", st.lists(memory_entries(world, True), max_size=3),
-                          many(memory_entries(world, False), 200)),
-        procedure_feedback=f(prefix + "procedure_feedback", st.lists(procedure_entries(world, True), max_size=2),
-                             st.lists(procedure_entries(world, False), max_size=2)),
+        memory_feedback=f(
+            prefix + "memory_feedback",
+            st.lists(memory_entries(world, True), max_size=3),
+            many(memory_entries(world, False), 200),
+        ),
+        procedure_feedback=f(
+            prefix + "procedure_feedback",
+            st.lists(procedure_entries(world, True), max_size=2),
+            st.lists(procedure_entries(world, False), max_size=2),
+        ),
         retrieval_quality=f(prefix + "retrieval_quality", optional(VALID_TEXT), texts(4096)),
         missing=f(prefix + "missing", st.lists(VALID_TEXT, max_size=2), many(texts(4096), 200)),
         coverage=f(prefix + "coverage", optional(st.sampled_from([0, 1, 2])), enum_numbers(pb.Coverage)),
@@ -521,8 +701,10 @@ def test_fuzz_feedback(fuzz_server, world, data):
     if form in ("batch", "both"):
         count = f("items", st.integers(1, 3), st.sampled_from([0, 100, 101]))
         # A hundred items repeat the first few: item fields keep short lists (or the request is huge).
-        drawn = [setopt(pb.FeedbackItem(), **feedback_fields(world, f, f"items[{min(i, 1)}].", long_lists=False))
-                 for i in range(min(count, 3))]
+        drawn = [
+            setopt(pb.FeedbackItem(), **feedback_fields(world, f, f"items[{min(i, 1)}].", long_lists=False))
+            for i in range(min(count, 3))
+        ]
         items = [drawn[i % len(drawn)] for i in range(count)] if drawn else []
         request.items.extend(items)
         if f.perturbs("coverage"):
@@ -548,32 +730,55 @@ def trajectory_entries(valid: bool) -> st.SearchStrategy[pb.TrajectoryEntry]:
     return st.builds(
         lambda kind, summary, status: pb.TrajectoryEntry(kind=kind, summary=summary, status=status),
         st.sampled_from([1, 2]) if valid else enum_numbers(pb.TrajectoryKind),
-        VALID_TEXT if valid else st.one_of(texts(1000), st.sampled_from(["Called slowave Activate", "é" * 1000,
-                                                                         "😀" * 1001])),
+        VALID_TEXT
+        if valid
+        else st.one_of(texts(1000), st.sampled_from(["Called slowave Activate", "é" * 1000, "😀" * 1001])),
         st.sampled_from([0, 1, 2, 3, 4]) if valid else enum_numbers(pb.TrajectoryStatus),
     )
 
 
 def verifications(valid: bool) -> st.SearchStrategy[pb.Verification | None]:
     if valid:
-        return st.builds(lambda status, summary, refs: pb.Verification(status=status, summary=summary, evidence_refs=refs),
-                         st.sampled_from([1, 2, 3]), VALID_TEXT, st.lists(VALID_TEXT, max_size=2))
-    return st.one_of(st.none(), st.builds(
-        lambda status, summary, refs: pb.Verification(status=status, summary=summary, evidence_refs=refs),
-        enum_numbers(res.VerificationStatus), texts(4096), lists_of(texts(4096), 200)))
+        return st.builds(
+            lambda status, summary, refs: pb.Verification(status=status, summary=summary, evidence_refs=refs),
+            st.sampled_from([1, 2, 3]),
+            VALID_TEXT,
+            st.lists(VALID_TEXT, max_size=2),
+        )
+    return st.one_of(
+        st.none(),
+        st.builds(
+            lambda status, summary, refs: pb.Verification(status=status, summary=summary, evidence_refs=refs),
+            enum_numbers(res.VerificationStatus),
+            texts(4096),
+            lists_of(texts(4096), 200),
+        ),
+    )
 
 
 def procedures(valid: bool) -> st.SearchStrategy[pb.CommitProcedure | None]:
     if valid:
-        return optional(st.builds(
-            lambda goal, summary, context, steps: setopt(pb.CommitProcedure(), goal=goal, summary=summary,
-                                                         context=context, steps=steps),
-            optional(VALID_TEXT), VALID_TEXT, optional(VALID_CONTEXT), st.lists(VALID_TEXT, max_size=3)))
+        return optional(
+            st.builds(
+                lambda goal, summary, context, steps: setopt(
+                    pb.CommitProcedure(), goal=goal, summary=summary, context=context, steps=steps
+                ),
+                optional(VALID_TEXT),
+                VALID_TEXT,
+                optional(VALID_CONTEXT),
+                st.lists(VALID_TEXT, max_size=3),
+            )
+        )
     return st.builds(
-        lambda goal, summary, context, steps, caveats: setopt(pb.CommitProcedure(), goal=goal, summary=summary,
-                                                              context=context, steps=steps, caveats=caveats),
-        optional(texts(4096)), optional(texts(4096)), optional(STRUCTS), lists_of(texts(4096), 200),
-        lists_of(texts(4096), 200))
+        lambda goal, summary, context, steps, caveats: setopt(
+            pb.CommitProcedure(), goal=goal, summary=summary, context=context, steps=steps, caveats=caveats
+        ),
+        optional(texts(4096)),
+        optional(texts(4096)),
+        optional(STRUCTS),
+        lists_of(texts(4096), 200),
+        lists_of(texts(4096), 200),
+    )
 
 
 @fuzz_settings(60)
@@ -596,15 +801,21 @@ def test_fuzz_commit(fuzz_server, world, data):
         outcome=f("outcome", st.sampled_from([1, 2, 3]), enum_numbers(res.Outcome)),
         outcome_summary=f("outcome_summary", VALID_TEXT, texts(4096)),
     )
-    setopt(request, verification=f("verification", verifications(True), verifications(False)),
-           procedure=f("procedure", procedures(True), procedures(False)),
-           trajectory=f("trajectory", st.lists(trajectory_entries(True), max_size=3),
-                        lists_of(trajectory_entries(False), 32)))
+    setopt(
+        request,
+        verification=f("verification", verifications(True), verifications(False)),
+        procedure=f("procedure", procedures(True), procedures(False)),
+        trajectory=f(
+            "trajectory", st.lists(trajectory_entries(True), max_size=3), lists_of(trajectory_entries(False), 32)
+        ),
+    )
     code, response, err = check_call(fuzz_server, "Commit", request)
     if code == grpc.StatusCode.OK:
         assert response.committed and response.feedback_status == pb.FEEDBACK_STATUS_COMPLETE
         if target in ("fresh", "closed"):
-            assert response.operation == (pb.COMMIT_OPERATION_UPDATED if target == "closed" else pb.COMMIT_OPERATION_CLOSED)
+            assert response.operation == (
+                pb.COMMIT_OPERATION_UPDATED if target == "closed" else pb.COMMIT_OPERATION_CLOSED
+            )
     elif target == "gated" and code == grpc.StatusCode.FAILED_PRECONDITION:
         assert err.reason == "INCOMPLETE_FEEDBACK" and err.outstanding
     if target == "gated" and not f.wild and f.target is None:
@@ -615,8 +826,13 @@ def test_fuzz_commit(fuzz_server, world, data):
 
 # ------------------------------------------------------------------------------------------ raw bytes
 
-REQUESTS = {"Activate": pb.ActivateRequest, "Remember": pb.RememberRequest, "Recall": pb.RecallRequest,
-            "Feedback": pb.FeedbackRequest, "Commit": pb.CommitRequest}
+REQUESTS = {
+    "Activate": pb.ActivateRequest,
+    "Remember": pb.RememberRequest,
+    "Recall": pb.RecallRequest,
+    "Feedback": pb.FeedbackRequest,
+    "Commit": pb.CommitRequest,
+}
 # Invalid UTF-8 where protobuf requires UTF-8 strings: unpaired surrogates (CESU-8), overlong, stray bytes.
 BAD_UTF8 = [b"\xed\xa0\x80", b"\xed\xbf\xbf", b"a\xed\xb0\x80b", b"\xc0\x80", b"\xff", b"\x80", b"\xf4\x90\x80\x80"]
 
@@ -637,8 +853,9 @@ def _string_field(number: int, payload: bytes) -> bytes:
 def _valid_bytes(world: World, rpc: str) -> bytes:
     return {
         "Activate": pb.ActivateRequest(task="Calibrate", initial_goal="Calibrate", scope=world.scope),
-        "Remember": pb.RememberRequest(session_id=world.open_session, scope=world.scope, content="Raw fuzz claim",
-                                       type=res.MEMORY_TYPE_FACT),
+        "Remember": pb.RememberRequest(
+            session_id=world.open_session, scope=world.scope, content="Raw fuzz claim", type=res.MEMORY_TYPE_FACT
+        ),
         "Recall": pb.RecallRequest(session_id=world.open_session, scope=world.scope, query="gizmo"),
         "Feedback": pb.FeedbackRequest(retrieval_id=world.recall_id),
         "Commit": pb.CommitRequest(session_id="sess_000000000000", final_goal="g", outcome=1, outcome_summary="s"),
@@ -660,7 +877,8 @@ def raw_requests(world: World, rpc: str) -> st.SearchStrategy[bytes]:
         st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=4).map(mutate),
         st.integers(1, len(valid) - 1).map(lambda n: valid[:n]),  # truncated
         st.tuples(st.sampled_from(strings), st.sampled_from(BAD_UTF8), st.booleans()).map(
-            lambda p: (valid if p[2] else b"") + _string_field(p[0], p[1])),
+            lambda p: (valid if p[2] else b"") + _string_field(p[0], p[1])
+        ),
         st.just(valid + _varint(7 << 3 | 2) + _varint(1000)),  # a length past the end
         st.just(_varint(1 << 3 | 7)),  # wire type 7 does not exist
     )
@@ -674,7 +892,7 @@ def test_fuzz_raw_bytes(fuzz_server, world, rpc, data):
     code, _, err = check_call(fuzz_server, rpc, raw, raw=True)
     try:
         REQUESTS[rpc].FromString(raw)
-    except Exception:  # noqa: BLE001 - bytes protobuf cannot parse are invalid input as a whole
+    except Exception:
         assert code == grpc.StatusCode.INVALID_ARGUMENT and err.paths == [""], (code, err)
 
 
@@ -685,18 +903,30 @@ def test_refusal_with_hundreds_of_violations_still_reaches_the_client(fuzz_serve
     "received metadata size exceeds soft limit" — and the BadRequest says how many it left out."""
     long = "x" * 4097
     if rpc == "Feedback":
-        request = pb.FeedbackRequest(retrieval_id=world.activation_id, missing=[long] * 200, memory_feedback=[
-            pb.MemoryFeedbackEntry(memory_id="m" * 257, assessment=1, reason=long) for _ in range(200)])
+        request = pb.FeedbackRequest(
+            retrieval_id=world.activation_id,
+            missing=[long] * 200,
+            memory_feedback=[
+                pb.MemoryFeedbackEntry(memory_id="m" * 257, assessment=1, reason=long) for _ in range(200)
+            ],
+        )
         total = 600
     else:
-        request = pb.CommitRequest(session_id=world.closed_session, final_goal="g", outcome=1, outcome_summary="s",
-                                   verification=pb.Verification(status=1, summary="v", evidence_refs=[long] * 200),
-                                   procedure=pb.CommitProcedure(summary="p", steps=[long] * 200, caveats=[long] * 200))
+        request = pb.CommitRequest(
+            session_id=world.closed_session,
+            final_goal="g",
+            outcome=1,
+            outcome_summary="s",
+            verification=pb.Verification(status=1, summary="v", evidence_refs=[long] * 200),
+            procedure=pb.CommitProcedure(summary="p", steps=[long] * 200, caveats=[long] * 200),
+        )
         total = 600
     for _ in range(3):  # the soft limit refuses oversized metadata at random: one answer could be luck
         code, _, err = check_call(fuzz_server, rpc, request)
         assert code == grpc.StatusCode.INVALID_ARGUMENT, code
-        assert 10 < len(err.violations) < total and "more violations not listed" in err.violations[-1][1], err.violations[-1]
+        assert 10 < len(err.violations) < total and "more violations not listed" in err.violations[-1][1], (
+            err.violations[-1]
+        )
 
 
 def test_server_still_serves_a_whole_cycle_after_fuzzing(fuzz_server, world):

@@ -1,4 +1,5 @@
 """Learning from feedback (spec 12): scenarios 51–55 and invariants L1–L7, over gRPC."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,12 @@ def _ranking(resp, memory_id):
 def _assess_used_in_new_session(stub, scope, task, memory_id):
     s = activate(stub, scope, task=task)
     assert memory_id in [m.memory_id for m in s.memories]
-    stub.Feedback(pb.FeedbackRequest(retrieval_id=s.retrieval_id, memory_feedback=[used(memory_id)],
-                                     coverage=pb.COVERAGE_COMPLETE), timeout=30)
+    stub.Feedback(
+        pb.FeedbackRequest(
+            retrieval_id=s.retrieval_id, memory_feedback=[used(memory_id)], coverage=pb.COVERAGE_COMPLETE
+        ),
+        timeout=30,
+    )
     commit(stub, s.session_id)
 
 
@@ -47,11 +52,20 @@ def test_s51_used_under_three_retrievals_rises_above_equally_relevant(stub, scop
 
 
 def test_s52_first_accepted_wins_and_repeats_change_nothing(stub, scope):
-    m1, m2, m3, m4 = seed_memories(stub, scope, [
-        "Alpha service runs on port 7001.", "Beta service runs on port 7002.",
-        "Gamma service runs on port 7003.", "Delta service runs on port 7004."])
-    task = ("Alpha service runs on port 7001. Beta service runs on port 7002. "
-            "Gamma service runs on port 7003. Delta service runs on port 7004.")
+    m1, m2, m3, m4 = seed_memories(
+        stub,
+        scope,
+        [
+            "Alpha service runs on port 7001.",
+            "Beta service runs on port 7002.",
+            "Gamma service runs on port 7003.",
+            "Delta service runs on port 7004.",
+        ],
+    )
+    task = (
+        "Alpha service runs on port 7001. Beta service runs on port 7002. "
+        "Gamma service runs on port 7003. Delta service runs on port 7004."
+    )
     s = activate(stub, scope, task=task, page_size=10)
     rid = s.retrieval_id
     fb = lambda entries, **kw: stub.Feedback(pb.FeedbackRequest(retrieval_id=rid, memory_feedback=entries, **kw)).record
@@ -81,8 +95,12 @@ def test_s53_stale_retires_for_good_and_freezes_learned(stub, scope):
     task = "The cache TTL is 60 seconds. The queue limit is 500 jobs."
     s1 = activate(stub, scope, task=task)
     s2 = activate(stub, scope, task=task)
-    stale = pb.MemoryFeedbackEntry(memory_id=x, assessment=pb.MEMORY_ASSESSMENT_STALE,
-                                   stale_reason=pb.STALE_REASON_OUTDATED, reason="TTL is 30 s now")
+    stale = pb.MemoryFeedbackEntry(
+        memory_id=x,
+        assessment=pb.MEMORY_ASSESSMENT_STALE,
+        stale_reason=pb.STALE_REASON_OUTDATED,
+        reason="TTL is 30 s now",
+    )
     r = stub.Feedback(pb.FeedbackRequest(retrieval_id=s1.retrieval_id, memory_feedback=[stale])).record
     assert list(r.applied.retired) == [x]
     after = activate(stub, scope, task=task)
@@ -93,21 +111,44 @@ def test_s53_stale_retires_for_good_and_freezes_learned(stub, scope):
     # used then stale under one retrieval: retired with the learned the used gave it
     s3 = activate(stub, scope, task=task)
     stub.Feedback(pb.FeedbackRequest(retrieval_id=s3.retrieval_id, memory_feedback=[used(y)]))
-    stub.Feedback(pb.FeedbackRequest(retrieval_id=s3.retrieval_id, memory_feedback=[pb.MemoryFeedbackEntry(
-        memory_id=y, assessment=pb.MEMORY_ASSESSMENT_STALE, stale_reason=pb.STALE_REASON_WITHDRAWN, reason="gone")]))
+    stub.Feedback(
+        pb.FeedbackRequest(
+            retrieval_id=s3.retrieval_id,
+            memory_feedback=[
+                pb.MemoryFeedbackEntry(
+                    memory_id=y,
+                    assessment=pb.MEMORY_ASSESSMENT_STALE,
+                    stale_reason=pb.STALE_REASON_WITHDRAWN,
+                    reason="gone",
+                )
+            ],
+        )
+    )
     assert y not in [m.memory_id for m in activate(stub, scope, task=task).memories]
 
 
 def test_s54_superseded_memory_redirects_to_its_replacement(stub, scope):
     old_text = "Deployments go through Jenkins."
-    x, = seed_memories(stub, scope, [old_text])
+    (x,) = seed_memories(stub, scope, [old_text])
     s = activate(stub, scope, task=f"How do we deploy? {old_text}")
     assert [m.memory_id for m in s.memories] == [x]
     from tests.support import remember
+
     y = remember(stub, s.session_id, scope, "Continuous delivery is handled by Argo CD pipelines.").memory_id
-    rec = stub.Feedback(pb.FeedbackRequest(retrieval_id=s.retrieval_id, memory_feedback=[pb.MemoryFeedbackEntry(
-        memory_id=x, assessment=pb.MEMORY_ASSESSMENT_STALE, stale_reason=pb.STALE_REASON_SUPERSEDED,
-        replacement_memory_id=y, reason="we moved to Argo CD")])).record
+    rec = stub.Feedback(
+        pb.FeedbackRequest(
+            retrieval_id=s.retrieval_id,
+            memory_feedback=[
+                pb.MemoryFeedbackEntry(
+                    memory_id=x,
+                    assessment=pb.MEMORY_ASSESSMENT_STALE,
+                    stale_reason=pb.STALE_REASON_SUPERSEDED,
+                    replacement_memory_id=y,
+                    reason="we moved to Argo CD",
+                )
+            ],
+        )
+    ).record
     assert list(rec.applied.replacements) == [f"{x}->{y}"]
     commit(stub, s.session_id)
     later = activate(stub, scope, task=f"How do we deploy? {old_text}")
@@ -124,17 +165,31 @@ def test_s55_procedure_feedback_orders_procedures_not_memories(stub, scope):
     for _ in range(2):
         s = activate(stub, scope, task=goal)
         assess_all(stub, s)
-        pids.append(commit(stub, s.session_id, final_goal=goal, procedure=procedure,
-                           verification=pb.Verification(status=res.VERIFICATION_STATUS_UNVERIFIED, summary="n/a")).procedure_id)
+        pids.append(
+            commit(
+                stub,
+                s.session_id,
+                final_goal=goal,
+                procedure=procedure,
+                verification=pb.Verification(status=res.VERIFICATION_STATUS_UNVERIFIED, summary="n/a"),
+            ).procedure_id
+        )
     assessed, other = pids
-    memory, = seed_memories(stub, scope, ["Credentials live in vault."])
+    (memory,) = seed_memories(stub, scope, ["Credentials live in vault."])
     for effect in (res.EFFECT_HELPED, res.EFFECT_HARMED):
         s = activate(stub, scope, task=f"{goal}. Credentials live in vault.")
         assert assessed in [p.procedure_id for p in s.procedures]
-        stub.Feedback(pb.FeedbackRequest(retrieval_id=s.retrieval_id, coverage=pb.COVERAGE_COMPLETE,
-                                         procedure_feedback=[pb.ProcedureFeedbackEntry(
-                                             procedure_id=assessed, use=pb.PROCEDURE_USE_USED, effect=effect,
-                                             contribution="followed it")]))
+        stub.Feedback(
+            pb.FeedbackRequest(
+                retrieval_id=s.retrieval_id,
+                coverage=pb.COVERAGE_COMPLETE,
+                procedure_feedback=[
+                    pb.ProcedureFeedbackEntry(
+                        procedure_id=assessed, use=pb.PROCEDURE_USE_USED, effect=effect, contribution="followed it"
+                    )
+                ],
+            )
+        )
         commit(stub, s.session_id)
     s = activate(stub, scope, task=f"{goal}. Credentials live in vault.")
     procs = {p.procedure_id: p for p in s.procedures}
@@ -158,8 +213,10 @@ IRRELEVANT = pb.MEMORY_ASSESSMENT_IRRELEVANT
 def _assess(stub, scope, task, memory_id, entry):
     s = activate(stub, scope, task=task, page_size=10)
     assert memory_id in [m.memory_id for m in s.memories], (task, [m.content for m in s.memories])
-    stub.Feedback(pb.FeedbackRequest(retrieval_id=s.retrieval_id, memory_feedback=[entry],
-                                     coverage=pb.COVERAGE_COMPLETE), timeout=30)
+    stub.Feedback(
+        pb.FeedbackRequest(retrieval_id=s.retrieval_id, memory_feedback=[entry], coverage=pb.COVERAGE_COMPLETE),
+        timeout=30,
+    )
     commit(stub, s.session_id)
 
 
@@ -174,7 +231,7 @@ def _irrelevant(memory_id):
 
 
 def test_s71_irrelevant_for_one_cue_moves_a_dissimilar_cue_only_by_the_global_term(stub, scope):
-    a, = seed_memories(stub, scope, ["Zorblat."])
+    (a,) = seed_memories(stub, scope, ["Zorblat."])
     for _ in range(3):
         _assess(stub, scope, Q1, a, _irrelevant(a))
     assert _learned_for(stub, scope, Q1, a)[0] == -0.15
@@ -203,11 +260,18 @@ def test_s72_used_carries_to_a_similar_cue_by_its_similarity(stub, scope):
 def test_l2b_monotone_for_every_cue_over_a_mixed_sequence(stub, scope):
     """Each accepted row is checked against learned for four cues: a `used` row never lowers it,
     an `irrelevant` or `harmed` row never raises it."""
-    a, = seed_memories(stub, scope, ["Zorblat."])
+    (a,) = seed_memories(stub, scope, ["Zorblat."])
     cues = [Q1, Q2, Q1_SIMILAR, "Zorblat capacity planning for the search cluster"]
     harmed = pb.MemoryFeedbackEntry(memory_id=a, assessment=pb.MEMORY_ASSESSMENT_USED, effect=res.EFFECT_HARMED)
-    steps = [(Q1, used(a), 1), (Q2, _irrelevant(a), -1), (Q1_SIMILAR, used(a), 1), (Q1, harmed, -1),
-             (cues[3], used(a), 1), (Q2, used(a), 1), (Q1_SIMILAR, _irrelevant(a), -1)]
+    steps = [
+        (Q1, used(a), 1),
+        (Q2, _irrelevant(a), -1),
+        (Q1_SIMILAR, used(a), 1),
+        (Q1, harmed, -1),
+        (cues[3], used(a), 1),
+        (Q2, used(a), 1),
+        (Q1_SIMILAR, _irrelevant(a), -1),
+    ]
     learned = {q: _learned_for(stub, scope, q, a)[0] for q in cues}
     assert set(learned.values()) == {0.0}
     for task, entry, direction in steps:
@@ -220,15 +284,30 @@ def test_l2b_monotone_for_every_cue_over_a_mixed_sequence(stub, scope):
 
 
 def test_l5_l6_neutral_rows_and_level_fields_change_nothing(stub, scope):
-    a, = seed_memories(stub, scope, ["Zorblat."])
-    for assessment in (pb.MEMORY_ASSESSMENT_NOT_USED, pb.MEMORY_ASSESSMENT_UNASSESSABLE, pb.MEMORY_ASSESSMENT_ALREADY_KNOWN):
+    (a,) = seed_memories(stub, scope, ["Zorblat."])
+    for assessment in (
+        pb.MEMORY_ASSESSMENT_NOT_USED,
+        pb.MEMORY_ASSESSMENT_UNASSESSABLE,
+        pb.MEMORY_ASSESSMENT_ALREADY_KNOWN,
+    ):
         _assess(stub, scope, Q1, a, pb.MemoryFeedbackEntry(memory_id=a, assessment=assessment, reason="n/a"))
-    _assess(stub, scope, Q1, a, pb.MemoryFeedbackEntry(memory_id=a, assessment=pb.MEMORY_ASSESSMENT_USED,
-                                                       effect=res.EFFECT_NO_EFFECT))
+    _assess(
+        stub,
+        scope,
+        Q1,
+        a,
+        pb.MemoryFeedbackEntry(memory_id=a, assessment=pb.MEMORY_ASSESSMENT_USED, effect=res.EFFECT_NO_EFFECT),
+    )
     # partial coverage (silence), a retrieval quality and missing items carry no evidence
     s = activate(stub, scope, task=Q1)
-    stub.Feedback(pb.FeedbackRequest(retrieval_id=s.retrieval_id, coverage=pb.COVERAGE_COMPLETE,
-                                     retrieval_quality="poor", missing=["the rotation schedule"]))
+    stub.Feedback(
+        pb.FeedbackRequest(
+            retrieval_id=s.retrieval_id,
+            coverage=pb.COVERAGE_COMPLETE,
+            retrieval_quality="poor",
+            missing=["the rotation schedule"],
+        )
+    )
     commit(stub, s.session_id)
     assert {_learned_for(stub, scope, q, a)[0] for q in (Q1, Q2)} == {0.0}
 
@@ -255,18 +334,29 @@ def test_replay_equals_state_after_a_long_mixed_workload(make_server):
     stub, scope = server.stub, "project:replay"
     memories = seed_memories(stub, scope, ["Zorblat.", "Zorblat", "zorblat!", "Zorblat?"])
     cues = [Q1, Q2, Q1_SIMILAR, OTHER, "Zorblat? zorblat! on-call rota"]
-    kinds = [lambda m: used(m), _irrelevant,
-             lambda m: pb.MemoryFeedbackEntry(memory_id=m, assessment=pb.MEMORY_ASSESSMENT_USED, effect=res.EFFECT_HARMED),
-             lambda m: pb.MemoryFeedbackEntry(memory_id=m, assessment=pb.MEMORY_ASSESSMENT_NOT_USED, reason="n/a")]
+    kinds = [
+        lambda m: used(m),
+        _irrelevant,
+        lambda m: pb.MemoryFeedbackEntry(memory_id=m, assessment=pb.MEMORY_ASSESSMENT_USED, effect=res.EFFECT_HARMED),
+        lambda m: pb.MemoryFeedbackEntry(memory_id=m, assessment=pb.MEMORY_ASSESSMENT_NOT_USED, reason="n/a"),
+    ]
     for i in range(40):
         s = activate(stub, scope, task=cues[i % len(cues)], page_size=10)
         shown = [m.memory_id for m in s.memories]
         entries = [kinds[(i + j) % len(kinds)](m) for j, m in enumerate(shown[: 1 + i % 3])]
         if i == 25 and shown:
-            entries.append(pb.MemoryFeedbackEntry(memory_id=shown[-1], assessment=pb.MEMORY_ASSESSMENT_STALE,
-                                                  stale_reason=pb.STALE_REASON_OUTDATED, reason="changed"))
-        stub.Feedback(pb.FeedbackRequest(retrieval_id=s.retrieval_id, memory_feedback=entries,
-                                         coverage=pb.COVERAGE_COMPLETE), timeout=30)
+            entries.append(
+                pb.MemoryFeedbackEntry(
+                    memory_id=shown[-1],
+                    assessment=pb.MEMORY_ASSESSMENT_STALE,
+                    stale_reason=pb.STALE_REASON_OUTDATED,
+                    reason="changed",
+                )
+            )
+        stub.Feedback(
+            pb.FeedbackRequest(retrieval_id=s.retrieval_id, memory_feedback=entries, coverage=pb.COVERAGE_COMPLETE),
+            timeout=30,
+        )
         # repeats and later rows under the same retrieval count for nothing
         stub.Feedback(pb.FeedbackRequest(retrieval_id=s.retrieval_id, memory_feedback=entries[:1]), timeout=30)
         commit(stub, s.session_id)
@@ -284,8 +374,13 @@ def test_replay_equals_state_after_a_long_mixed_workload(make_server):
 
 
 def run_admin_allowing_failure(database_url: str, *args: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "slowave.admin", *args], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "SLOWAVE_DATABASE_URL": database_url})
+    out = subprocess.run(
+        [sys.executable, "-m", "slowave.admin", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "SLOWAVE_DATABASE_URL": database_url},
+    )
     assert out.returncode == 1, out  # differences found and not repaired
     return out.stdout
 
@@ -317,17 +412,29 @@ def test_migration_0008_replays_the_existing_ledger_into_per_cue_evidence(tmp_pa
         a, b, c = seed_memories(stub, scope, ["Zorblat.", "Zorblat", "zorblat?"])
         for _ in range(2):
             s = activate(stub, scope, task=Q1, page_size=10)
-            stub.Feedback(pb.FeedbackRequest(retrieval_id=s.retrieval_id, coverage=pb.COVERAGE_COMPLETE,
-                                             memory_feedback=[used(a), _irrelevant(b)]))
+            stub.Feedback(
+                pb.FeedbackRequest(
+                    retrieval_id=s.retrieval_id,
+                    coverage=pb.COVERAGE_COMPLETE,
+                    memory_feedback=[used(a), _irrelevant(b)],
+                )
+            )
             commit(stub, s.session_id)
         s = activate(stub, scope, task=Q2, page_size=10)
-        stale = pb.MemoryFeedbackEntry(memory_id=c, assessment=pb.MEMORY_ASSESSMENT_STALE,
-                                       stale_reason=pb.STALE_REASON_OUTDATED, reason="gone")
-        stub.Feedback(pb.FeedbackRequest(retrieval_id=s.retrieval_id, coverage=pb.COVERAGE_COMPLETE,
-                                         memory_feedback=[_irrelevant(a), stale]))
-        r = _recall(stub, s.session_id, scope, "Zorblat? on-call rota")  # a recall: its query was never stored before 0008
-        stub.Feedback(pb.FeedbackRequest(retrieval_id=r.retrieval_id, coverage=pb.COVERAGE_COMPLETE,
-                                         memory_feedback=[used(a)]))
+        stale = pb.MemoryFeedbackEntry(
+            memory_id=c, assessment=pb.MEMORY_ASSESSMENT_STALE, stale_reason=pb.STALE_REASON_OUTDATED, reason="gone"
+        )
+        stub.Feedback(
+            pb.FeedbackRequest(
+                retrieval_id=s.retrieval_id, coverage=pb.COVERAGE_COMPLETE, memory_feedback=[_irrelevant(a), stale]
+            )
+        )
+        r = _recall(
+            stub, s.session_id, scope, "Zorblat? on-call rota"
+        )  # a recall: its query was never stored before 0008
+        stub.Feedback(
+            pb.FeedbackRequest(retrieval_id=r.retrieval_id, coverage=pb.COVERAGE_COMPLETE, memory_feedback=[used(a)])
+        )
         commit(stub, s.session_id)
         before = {q: (_learned_for(stub, scope, q, a)[0], _learned_for(stub, scope, q, b)[0]) for q in (Q1, OTHER)}
     finally:
@@ -338,8 +445,9 @@ def test_migration_0008_replays_the_existing_ledger_into_per_cue_evidence(tmp_pa
     try:
         report = json.loads(again.admin("learning-replay", "--json"))
         assert report["differences"] == [] and report["cue_sums"] == 4, report  # (a,Q1) (b,Q1) (a,Q2) (a,unknown)
-        after = {q: (_learned_for(again.stub, scope, q, a)[0], _learned_for(again.stub, scope, q, b)[0])
-                 for q in (Q1, OTHER)}
+        after = {
+            q: (_learned_for(again.stub, scope, q, a)[0], _learned_for(again.stub, scope, q, b)[0]) for q in (Q1, OTHER)
+        }
         # Activation cues come back from their sessions' tasks; the recall's evidence is filed
         # under the unknown cue, which, like the recall's own dissimilar cue, reaches Q1 and OTHER
         # only through the global term.

@@ -4,6 +4,7 @@ HTTP). Every result is checked in the seed's JSON shapes (contract 4.6, 4.7), in
 documents' own JSON examples sent verbatim (placeholder ids replaced by real ones) and the JSON
 halves of checklist scenarios 18, 25, 34, 35, 41, 57, 58 and 62.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,20 @@ TIMEOUT = 120  # seconds per MCP request: generous, the machine may be loaded
 FBE = re.compile(r"^fbe_[0-9a-f]{32}$")
 RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 
-ACTIVATE_KEYS = {"retrieval_id", "session_id", "memory_state", "memories", "procedures", "warnings", "continuity_id",
-                 "continuity_state", "retrieval_policy_version", "relevant_total", "catalog_truncated", "more_available"}
+ACTIVATE_KEYS = {
+    "retrieval_id",
+    "session_id",
+    "memory_state",
+    "memories",
+    "procedures",
+    "warnings",
+    "continuity_id",
+    "continuity_state",
+    "retrieval_policy_version",
+    "relevant_total",
+    "catalog_truncated",
+    "more_available",
+}
 
 CLAIM_42 = "The session reaper closes idle sessions under a row lock"
 CLAIM_17 = "Staging login uses the shared qa account"
@@ -139,8 +152,13 @@ def complete(bridge: Bridge, retrieval_id: str) -> dict[str, Any]:
 
 
 def plain_commit(session_id: str, summary: str = "Checked the notes.") -> dict[str, Any]:
-    return {"session_id": session_id, "final_goal": "Check the notes", "outcome": "success",
-            "outcome_summary": summary, "verification": {"status": "unverified", "summary": "Nothing to verify."}}
+    return {
+        "session_id": session_id,
+        "final_goal": "Check the notes",
+        "outcome": "success",
+        "outcome_summary": summary,
+        "verification": {"status": "unverified", "summary": "Nothing to verify."},
+    }
 
 
 def ids(items: list[dict[str, Any]], key: str) -> list[str]:
@@ -153,13 +171,19 @@ def ids(items: list[dict[str, Any]], key: str) -> list[str]:
 def test_lists_the_five_tools_with_strict_input_schemas(bridge):
     listed = bridge.portal.call(bridge.session.list_tools)
     tools = {t.name: t for t in listed.tools}
-    assert sorted(tools) == sorted(["slowave_activate", "slowave_remember", "slowave_recall", "slowave_feedback",
-                                    "slowave_commit"])
+    assert sorted(tools) == sorted(
+        ["slowave_activate", "slowave_remember", "slowave_recall", "slowave_feedback", "slowave_commit"]
+    )
     for tool in tools.values():
         assert tool.description and tool.input_schema["type"] == "object"
         assert tool.input_schema["additionalProperties"] is False
     assert tools["slowave_commit"].input_schema["required"] == [
-        "session_id", "final_goal", "outcome", "outcome_summary", "verification"]
+        "session_id",
+        "final_goal",
+        "outcome",
+        "outcome_summary",
+        "verification",
+    ]
     assert tools["slowave_feedback"].input_schema["properties"]["coverage"]["enum"] == ["partial", "complete"]
 
 
@@ -182,15 +206,33 @@ def test_full_cycle_in_json(bridge, server, scope):
     assert first["relevant_total"] == 0 and first["catalog_truncated"] is False and first["more_available"] is False
     assert first["retrieval_id"].startswith("ctx_") and first["session_id"].startswith("sess_")
 
-    stored = data_of(bridge.call("slowave_remember", {
-        "session_id": first["session_id"], "scope": scope, "content": claim, "type": "fact",
-        "occurred_at": "2026-08-20T11:30:00+02:00"}))
+    stored = data_of(
+        bridge.call(
+            "slowave_remember",
+            {
+                "session_id": first["session_id"],
+                "scope": scope,
+                "content": claim,
+                "type": "fact",
+                "occurred_at": "2026-08-20T11:30:00+02:00",
+            },
+        )
+    )
     assert stored["stored"] is True and stored["disposition"] == "created" and stored["type"] == "fact"
     assert stored["scope"] == scope and stored["source_event_id"].startswith("evt_")
-    batch = data_of(bridge.call("slowave_remember", {"session_id": first["session_id"], "scope": scope, "memories": [
-        {"content": decision, "type": "decision"},
-        {"content": f"  {claim.upper()} ", "type": "fact"},
-    ]}))
+    batch = data_of(
+        bridge.call(
+            "slowave_remember",
+            {
+                "session_id": first["session_id"],
+                "scope": scope,
+                "memories": [
+                    {"content": decision, "type": "decision"},
+                    {"content": f"  {claim.upper()} ", "type": "fact"},
+                ],
+            },
+        )
+    )
     assert [(r["index"], r["ok"]) for r in batch["results"]] == [(0, True), (1, True)]
     assert batch["results"][0]["data"]["type"] == "decision"
     assert batch["results"][1]["data"]["disposition"] == "matched"
@@ -202,8 +244,7 @@ def test_full_cycle_in_json(bridge, server, scope):
     assert "session_note" in done  # activation + 3 claims + completion, no recall (11.4)
     assert "trajectory_lifecycle_filtered" not in done and "procedure_id" not in done
 
-    second = activate(bridge, scope, f"Deploys time out again. Known: {claim}",
-                      continuity_id=first["continuity_id"])
+    second = activate(bridge, scope, f"Deploys time out again. Known: {claim}", continuity_id=first["continuity_id"])
     assert second["continuity_state"] == "continued" and second["continuity_id"] == first["continuity_id"]
     assert second["memory_state"] == "available"
     found = {m["memory_id"]: m for m in second["memories"]}
@@ -212,12 +253,22 @@ def test_full_cycle_in_json(bridge, server, scope):
     assert set(m["ranking"]) == {"relevance", "learned", "score"} and m["ranking"]["learned"] == 0
     assert m["provenance"]["source_kind"] == "explicit_remember"
 
-    recalled = data_of(bridge.call("slowave_recall", {"session_id": second["session_id"], "scope": scope,
-                                                      "query": f"Which switch? {decision}", "evidence_mode": "full"}))
+    recalled = data_of(
+        bridge.call(
+            "slowave_recall",
+            {
+                "session_id": second["session_id"],
+                "scope": scope,
+                "query": f"Which switch? {decision}",
+                "evidence_mode": "full",
+            },
+        )
+    )
     assert recalled["retrieval_id"].startswith("rec_") and recalled["evidence_mode"] == "full"
     assert recalled["session_id"] == second["session_id"]
-    assert recalled["memories"] and all(set(e) >= {"evidence_id", "source_kind", "recorded_at", "truncated"}
-                                        for e in recalled["evidence"])
+    assert recalled["memories"] and all(
+        set(e) >= {"evidence_id", "source_kind", "recorded_at", "truncated"} for e in recalled["evidence"]
+    )
     assert all(RFC3339_Z.match(e["recorded_at"]) for e in recalled["evidence"])
 
     refused = error_of(bridge.call("slowave_commit", plain_commit(second["session_id"])), "incomplete_feedback", True)
@@ -225,20 +276,42 @@ def test_full_cycle_in_json(bridge, server, scope):
     assert refused["message"] == "feedback is incomplete"
     assert [o["retrieval_id"] for o in refused["outstanding"]] == [second["retrieval_id"], recalled["retrieval_id"]]
 
-    fb = data_of(bridge.call("slowave_feedback", {"items": [
-        {"retrieval_id": second["retrieval_id"], "coverage": "complete",
-         "memory_feedback": [{"memory_id": stored["memory_id"], "assessment": "used"}]},
-        {"retrieval_id": recalled["retrieval_id"], "coverage": "complete", "missing": ["the deploy timeout value"]},
-    ]}))
+    fb = data_of(
+        bridge.call(
+            "slowave_feedback",
+            {
+                "items": [
+                    {
+                        "retrieval_id": second["retrieval_id"],
+                        "coverage": "complete",
+                        "memory_feedback": [{"memory_id": stored["memory_id"], "assessment": "used"}],
+                    },
+                    {
+                        "retrieval_id": recalled["retrieval_id"],
+                        "coverage": "complete",
+                        "missing": ["the deploy timeout value"],
+                    },
+                ]
+            },
+        )
+    )
     first_item, second_item = fb["results"]
     assert first_item["ok"] and first_item["data"]["applied"]["strengthened"] == [stored["memory_id"]]
     assert second_item["ok"] and second_item["data"]["missing"] == ["the deploy timeout value"]
     assert second_item["data"]["coverage"] == "complete" and RFC3339_Z.match(second_item["data"]["recorded_at"])
 
-    closed = data_of(bridge.call("slowave_commit", {**plain_commit(second["session_id"]), "trajectory": [
-        {"kind": "action", "summary": "Called slowave_recall"},  # lifecycle narration: filtered (11.2)
-        {"kind": "observation", "summary": f"The deploy of {scope} listens on 8443", "status": "succeeded"},
-    ]}))
+    closed = data_of(
+        bridge.call(
+            "slowave_commit",
+            {
+                **plain_commit(second["session_id"]),
+                "trajectory": [
+                    {"kind": "action", "summary": "Called slowave_recall"},  # lifecycle narration: filtered (11.2)
+                    {"kind": "observation", "summary": f"The deploy of {scope} listens on 8443", "status": "succeeded"},
+                ],
+            },
+        )
+    )
     assert closed["operation"] == "closed" and "session_note" not in closed  # the session made a recall
     assert closed["trajectory_lifecycle_filtered"] == 1 and closed["episodes_formed"] == 1
 
@@ -246,8 +319,18 @@ def test_full_cycle_in_json(bridge, server, scope):
 def test_occurred_at_offset_reaches_the_service_as_utc(bridge, scope):
     claim = f"Nightly builds of {scope} run at 02:00 UTC"
     a = activate(bridge, scope, "Store a schedule")
-    data_of(bridge.call("slowave_remember", {"session_id": a["session_id"], "scope": scope, "content": claim,
-                                             "type": "fact", "occurred_at": "2026-08-20T11:30:00.25+02:00"}))
+    data_of(
+        bridge.call(
+            "slowave_remember",
+            {
+                "session_id": a["session_id"],
+                "scope": scope,
+                "content": claim,
+                "type": "fact",
+                "occurred_at": "2026-08-20T11:30:00.25+02:00",
+            },
+        )
+    )
     b = activate(bridge, scope, f"When? {claim}")
     rec = data_of(bridge.call("slowave_recall", {"session_id": b["session_id"], "scope": scope, "query": claim}))
     assert [e["occurred_at"] for e in rec["evidence"] if "occurred_at" in e] == ["2026-08-20T09:30:00.250Z"]
@@ -271,10 +354,13 @@ def test_s18_json_page_size(bridge, server, stub, scope):
     task = "Recall everything: " + ". ".join(contents + goals)
 
     before = server.snapshot()
-    assert field_error_paths(bridge.call("slowave_activate", {"task": task, "initial_goal": "g", "scope": scope,
-                                                              "page_size": 11})) == ["page_size"]
+    assert field_error_paths(
+        bridge.call("slowave_activate", {"task": task, "initial_goal": "g", "scope": scope, "page_size": 11})
+    ) == ["page_size"]
     for bad in ("3", 3.0):
-        envelope = bridge.call("slowave_activate", {"task": task, "initial_goal": "g", "scope": scope, "page_size": bad})
+        envelope = bridge.call(
+            "slowave_activate", {"task": task, "initial_goal": "g", "scope": scope, "page_size": bad}
+        )
         assert field_error_paths(envelope) == ["page_size"], bad
     assert server.snapshot() == before  # no session, retrieval or continuity token
 
@@ -293,23 +379,49 @@ def test_s18_json_page_size(bridge, server, stub, scope):
 def test_s25_json_occurred_at(bridge, server, scope):
     a = activate(bridge, scope, "Store facts")
     before = server.snapshot()
-    outer = bridge.call("slowave_remember", {"session_id": a["session_id"], "scope": scope,
-                                             "occurred_at": "2026-08-20T09:30:00Z",
-                                             "memories": [{"content": f"Alpha of {scope}", "type": "fact"}]})
+    outer = bridge.call(
+        "slowave_remember",
+        {
+            "session_id": a["session_id"],
+            "scope": scope,
+            "occurred_at": "2026-08-20T09:30:00Z",
+            "memories": [{"content": f"Alpha of {scope}", "type": "fact"}],
+        },
+    )
     assert field_error_paths(outer) == ["occurred_at"]
-    no_offset = bridge.call("slowave_remember", {"session_id": a["session_id"], "scope": scope, "type": "fact",
-                                                 "content": f"Beta of {scope}", "occurred_at": "2026-08-20T09:30:00"})
+    no_offset = bridge.call(
+        "slowave_remember",
+        {
+            "session_id": a["session_id"],
+            "scope": scope,
+            "type": "fact",
+            "content": f"Beta of {scope}",
+            "occurred_at": "2026-08-20T09:30:00",
+        },
+    )
     assert field_error_paths(no_offset) == ["occurred_at"]
     assert server.snapshot() == before  # nothing stored
 
-    mixed = data_of(bridge.call("slowave_remember", {"session_id": a["session_id"], "scope": scope, "memories": [
-        {"content": f"Gamma of {scope}", "type": "fact", "occurred_at": "2026-08-20T09:30:00Z"},
-        {"content": f"Delta of {scope}", "type": "fact", "occurred_at": "2026-08-20T09:30:00"},
-        {"content": f"Epsilon of {scope}", "type": "fact"},
-    ]}))["results"]
+    mixed = data_of(
+        bridge.call(
+            "slowave_remember",
+            {
+                "session_id": a["session_id"],
+                "scope": scope,
+                "memories": [
+                    {"content": f"Gamma of {scope}", "type": "fact", "occurred_at": "2026-08-20T09:30:00Z"},
+                    {"content": f"Delta of {scope}", "type": "fact", "occurred_at": "2026-08-20T09:30:00"},
+                    {"content": f"Epsilon of {scope}", "type": "fact"},
+                ],
+            },
+        )
+    )["results"]
     assert [(r["index"], r["ok"]) for r in mixed] == [(0, True), (1, False), (2, True)]
-    assert mixed[1] == {"index": 1, "ok": False, "error": {
-        "code": "invalid_input", "message": mixed[1]["error"]["message"], "retryable": False}}
+    assert mixed[1] == {
+        "index": 1,
+        "ok": False,
+        "error": {"code": "invalid_input", "message": mixed[1]["error"]["message"], "retryable": False},
+    }
     assert "memories[1].occurred_at" in mixed[1]["error"]["message"]
     later = activate(bridge, scope, f"Gamma of {scope}. Delta of {scope}. Epsilon of {scope}.")
     assert sorted(m["content"] for m in later["memories"]) == sorted([f"Epsilon of {scope}", f"Gamma of {scope}"])
@@ -325,12 +437,21 @@ def test_s34_json_bogus_assessment_rejects_only_that_entry(bridge, stub, scope):
     x, y = seed_memories(stub, scope, [CLAIM_42, CLAIM_17])
     a = activate(bridge, scope, f"Notes: {CLAIM_42}. {CLAIM_17}.")
     assert sorted(ids(a["memories"], "memory_id")) == sorted([x, y])
-    record = data_of(bridge.call("slowave_feedback", {"retrieval_id": a["retrieval_id"], "memory_feedback": [
-        {"memory_id": x, "assessment": "bogus", "stale_reason": "outdated"},
-        {"memory_id": y, "assessment": "used"},
-    ]}))
+    record = data_of(
+        bridge.call(
+            "slowave_feedback",
+            {
+                "retrieval_id": a["retrieval_id"],
+                "memory_feedback": [
+                    {"memory_id": x, "assessment": "bogus", "stale_reason": "outdated"},
+                    {"memory_id": y, "assessment": "used"},
+                ],
+            },
+        )
+    )
     assert [(r["target_kind"], r["target_id"], r["reason"], r["field"]) for r in record["rejected"]] == [
-        ("memory", x, "invalid_memory_assessment", "assessment")]
+        ("memory", x, "invalid_memory_assessment", "assessment")
+    ]
     assert record["applied"]["strengthened"] == [y]
     assert record["outstanding"] == {"memory_ids": [x], "procedure_ids": []}
     assert len(record["accepted_event_ids"]) == 2  # the `used` row and the retrieval-level row
@@ -342,8 +463,14 @@ def test_s35_json_bogus_coverage_fails_the_whole_call(bridge, server, stub, scop
     (x,) = seed_memories(stub, scope, [CLAIM_EXTRA])
     a = activate(bridge, scope, f"Notes: {CLAIM_EXTRA}.")
     before = server.snapshot()
-    envelope = bridge.call("slowave_feedback", {"retrieval_id": a["retrieval_id"], "coverage": "bogus",
-                                                "memory_feedback": [{"memory_id": x, "assessment": "used"}]})
+    envelope = bridge.call(
+        "slowave_feedback",
+        {
+            "retrieval_id": a["retrieval_id"],
+            "coverage": "bogus",
+            "memory_feedback": [{"memory_id": x, "assessment": "used"}],
+        },
+    )
     assert field_error_paths(envelope) == ["coverage"]
     assert server.snapshot() == before
     complete(bridge, a["retrieval_id"])
@@ -353,8 +480,14 @@ def test_s41_json_feedback_with_an_outcome_key_is_refused(bridge, server, stub, 
     (x,) = seed_memories(stub, scope, [CLAIM_EXTRA])
     a = activate(bridge, scope, f"Notes: {CLAIM_EXTRA}.")
     before = server.snapshot()
-    envelope = bridge.call("slowave_feedback", {"retrieval_id": a["retrieval_id"], "outcome": "success",
-                                                "memory_feedback": [{"memory_id": x, "assessment": "used"}]})
+    envelope = bridge.call(
+        "slowave_feedback",
+        {
+            "retrieval_id": a["retrieval_id"],
+            "outcome": "success",
+            "memory_feedback": [{"memory_id": x, "assessment": "used"}],
+        },
+    )
     error_of(envelope, "invalid_input", False)
     assert envelope["error"]["field_errors"] == [{"path": "outcome", "message": "extra input is not permitted"}]
     assert server.snapshot() == before
@@ -395,20 +528,32 @@ def test_s57_json_seed_feedback_example_verbatim(bridge, stub, scope):
     assert {sch_42, sch_17, extra} <= set(exposed)
     assert all(m["ranking"]["learned"] == 0 for m in a["memories"])  # precondition: fresh, never assessed
 
-    record = data_of(bridge.call_json("slowave_feedback", substitute(
-        SEED_FEEDBACK_EXAMPLE, ctx_a1b2c3d4e5f6=a["retrieval_id"], sch_42=sch_42, sch_17=sch_17)))
+    record = data_of(
+        bridge.call_json(
+            "slowave_feedback",
+            substitute(SEED_FEEDBACK_EXAMPLE, ctx_a1b2c3d4e5f6=a["retrieval_id"], sch_42=sch_42, sch_17=sch_17),
+        )
+    )
     others = [m for m in exposed if m not in (sch_42, sch_17)]
     assert record["retrieval_id"] == a["retrieval_id"] and record["session_id"] == a["session_id"]
     assert record["coverage"] == "complete" and record["requested_coverage"] == "complete"
-    assert record["implicitly_assessed"] == {"memory_ids": others, "procedure_ids": ids(a["procedures"], "procedure_id")}
+    assert record["implicitly_assessed"] == {
+        "memory_ids": others,
+        "procedure_ids": ids(a["procedures"], "procedure_id"),
+    }
     implicit = len(others) + len(a["procedures"])
     assert len(record["accepted_event_ids"]) == 2 + implicit + 1  # two targets, implicit rows, retrieval row
     assert len(set(record["accepted_event_ids"])) == len(record["accepted_event_ids"])
     assert all(FBE.match(i) for i in record["accepted_event_ids"])
     assert record["rejected"] == []
     assert record["outstanding"] == {"memory_ids": [], "procedure_ids": []}
-    assert record["applied"] == {"strengthened": [sch_42], "weakened": [sch_17], "unchanged": [], "retired": [],
-                                 "replacements": []}
+    assert record["applied"] == {
+        "strengthened": [sch_42],
+        "weakened": [sch_17],
+        "unchanged": [],
+        "retired": [],
+        "replacements": [],
+    }
     assert record["missing"] == [] and "retrieval_quality" not in record
     assert RFC3339_Z.match(record["recorded_at"])
 
@@ -485,13 +630,26 @@ SEED_COMMIT_WITH_TRAJECTORY = """{
 
 def seed_incomplete_feedback(outstanding: list[dict[str, Any]]) -> dict[str, Any]:
     """The seed's error, verbatim but for the real outstanding ids (4.7)."""
-    return {"ok": False, "error": {"code": "incomplete_feedback", "message": "feedback is incomplete",
-                                   "retryable": True, "outstanding": outstanding}}
+    return {
+        "ok": False,
+        "error": {
+            "code": "incomplete_feedback",
+            "message": "feedback is incomplete",
+            "retryable": True,
+            "outstanding": outstanding,
+        },
+    }
 
 
 def outstanding_of(*retrievals: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"retrieval_id": r["retrieval_id"], "memory_ids": ids(r["memories"], "memory_id"),
-             "procedure_ids": ids(r["procedures"], "procedure_id")} for r in retrievals]
+    return [
+        {
+            "retrieval_id": r["retrieval_id"],
+            "memory_ids": ids(r["memories"], "memory_id"),
+            "procedure_ids": ids(r["procedures"], "procedure_id"),
+        }
+        for r in retrievals
+    ]
 
 
 def assert_closed(done: dict[str, Any], session_id: str, outcome: str, verification_status: str) -> None:
@@ -508,13 +666,20 @@ def test_s58_json_seed_commit_successful_task_with_verification(bridge, stub, sc
     assert ids(s["memories"], "memory_id") == [memory]
     claim = f"The reaper and Commit of {scope} both lock the session row"
     for _ in range(2):  # the second is MATCHED, and still an episode (11.5)
-        data_of(bridge.call("slowave_remember", {"session_id": s["session_id"], "scope": scope, "content": claim,
-                                                 "type": "fact"}))
+        data_of(
+            bridge.call(
+                "slowave_remember", {"session_id": s["session_id"], "scope": scope, "content": claim, "type": "fact"}
+            )
+        )
     example = substitute(SEED_COMMIT_SUCCESSFUL, sess_abc123=s["session_id"])
 
     assert bridge.call_json("slowave_commit", example) == seed_incomplete_feedback(outstanding_of(s))
-    data_of(bridge.call("slowave_feedback", {"retrieval_id": s["retrieval_id"],
-                                             "memory_feedback": [{"memory_id": memory, "assessment": "used"}]}))
+    data_of(
+        bridge.call(
+            "slowave_feedback",
+            {"retrieval_id": s["retrieval_id"], "memory_feedback": [{"memory_id": memory, "assessment": "used"}]},
+        )
+    )
     done = data_of(bridge.call_json("slowave_commit", example))
     assert_closed(done, s["session_id"], "success", "verified")
     assert done["episodes_formed"] == 2
@@ -546,10 +711,23 @@ def test_s58_json_seed_commit_with_procedure(bridge, stub, scope):
     assert RFC3339_Z.match(p["created_at"])
     assert set(p["evidence"]) == {"used", "not_used", "unassessable", "helped", "no_effect", "harmed", "unknown"}
     assert p["contributions"] == [] and set(p["ranking"]) == {"relevance", "learned", "score"}
-    assessed = data_of(bridge.call("slowave_feedback", {"retrieval_id": later["retrieval_id"], "coverage": "complete",
-                                                        "procedure_feedback": [{"procedure_id": p["procedure_id"],
-                                                                                "use": "used", "effect": "helped",
-                                                                                "contribution": "Followed every step."}]}))
+    assessed = data_of(
+        bridge.call(
+            "slowave_feedback",
+            {
+                "retrieval_id": later["retrieval_id"],
+                "coverage": "complete",
+                "procedure_feedback": [
+                    {
+                        "procedure_id": p["procedure_id"],
+                        "use": "used",
+                        "effect": "helped",
+                        "contribution": "Followed every step.",
+                    }
+                ],
+            },
+        )
+    )
     assert assessed["rejected"] == [] and assessed["outstanding"] == {"memory_ids": [], "procedure_ids": []}
     data_of(bridge.call("slowave_commit", plain_commit(later["session_id"])))
 
@@ -557,10 +735,20 @@ def test_s58_json_seed_commit_with_procedure(bridge, stub, scope):
 def test_s58_json_seed_commit_with_trajectory(bridge, server, stub, scope):
     (memory,) = seed_memories(stub, scope, [CLAIM_42])
     s = activate(bridge, scope, f"Identify why the nightly build is failing. Note: {CLAIM_42}")
-    data_of(bridge.call("slowave_remember", {"session_id": s["session_id"], "scope": scope, "type": "fact",
-                                             "content": f"The nightly build of {scope} needs SERVICE_TOKEN"}))
-    rec = data_of(bridge.call("slowave_recall", {"session_id": s["session_id"], "scope": scope,
-                                                 "query": f"Recall: {CLAIM_42}"}))
+    data_of(
+        bridge.call(
+            "slowave_remember",
+            {
+                "session_id": s["session_id"],
+                "scope": scope,
+                "type": "fact",
+                "content": f"The nightly build of {scope} needs SERVICE_TOKEN",
+            },
+        )
+    )
+    rec = data_of(
+        bridge.call("slowave_recall", {"session_id": s["session_id"], "scope": scope, "query": f"Recall: {CLAIM_42}"})
+    )
     assert memory in ids(s["memories"], "memory_id") and memory in ids(rec["memories"], "memory_id")
     example = substitute(SEED_COMMIT_WITH_TRAJECTORY, sess_abc123=s["session_id"])
 
@@ -575,7 +763,9 @@ def test_s58_json_seed_commit_with_trajectory(bridge, server, stub, scope):
 
     stored = json.loads(server.admin("session", s["session_id"], "--json"))["trajectory"]
     sent = json.loads(SEED_COMMIT_WITH_TRAJECTORY)["trajectory"]
-    assert [(e["kind"], e["status"], e["summary"]) for e in stored] == [(e["kind"], e["status"], e["summary"]) for e in sent]
+    assert [(e["kind"], e["status"], e["summary"]) for e in stored] == [
+        (e["kind"], e["status"], e["summary"]) for e in sent
+    ]
 
 
 def test_s58_json_seed_placeholder_session_is_a_lookup_error(bridge, server):
@@ -594,18 +784,28 @@ def test_s62_json_batch_item_with_an_unknown_key_fails_alone(bridge, scope, stub
     (x,) = seed_memories(stub, scope, [CLAIM_EXTRA])
     a = activate(bridge, scope, f"Notes: {CLAIM_EXTRA}.")
     r1 = data_of(bridge.call("slowave_recall", {"session_id": a["session_id"], "scope": scope, "query": CLAIM_EXTRA}))
-    r2 = data_of(bridge.call("slowave_recall", {"session_id": a["session_id"], "scope": scope,
-                                                "query": f"Again: {CLAIM_EXTRA}"}))
+    r2 = data_of(
+        bridge.call("slowave_recall", {"session_id": a["session_id"], "scope": scope, "query": f"Again: {CLAIM_EXTRA}"})
+    )
     assert all(ids(r["memories"], "memory_id") == [x] for r in (a, r1, r2))
 
-    results = data_of(bridge.call("slowave_feedback", {"items": [
-        {"retrieval_id": a["retrieval_id"], "memory_feedback": [{"memory_id": x, "assessment": "used"}]},
-        {"retrieval_id": r1["retrieval_id"], "coverage": "complete", "outcome": "success"},
-        {"retrieval_id": r2["retrieval_id"], "coverage": "complete"},
-    ]}))["results"]
+    results = data_of(
+        bridge.call(
+            "slowave_feedback",
+            {
+                "items": [
+                    {"retrieval_id": a["retrieval_id"], "memory_feedback": [{"memory_id": x, "assessment": "used"}]},
+                    {"retrieval_id": r1["retrieval_id"], "coverage": "complete", "outcome": "success"},
+                    {"retrieval_id": r2["retrieval_id"], "coverage": "complete"},
+                ]
+            },
+        )
+    )["results"]
     assert [r["ok"] for r in results] == [True, False, True]
-    assert results[1] == {"ok": False, "error": {"code": "invalid_input", "message": results[1]["error"]["message"],
-                                                 "retryable": False}}
+    assert results[1] == {
+        "ok": False,
+        "error": {"code": "invalid_input", "message": results[1]["error"]["message"], "retryable": False},
+    }
     assert "items[1].outcome" in results[1]["error"]["message"]
     assert results[0]["data"]["retrieval_id"] == a["retrieval_id"]
     assert results[0]["data"]["applied"]["strengthened"] == [x]
@@ -625,8 +825,13 @@ API_KEY = "swk_mcp-bridge-0123456789abcdefghijklmnopqrstu"
 @contextmanager
 def http_bridge(args: list[str]) -> Iterator[str]:
     """`slowave-mcp --http 127.0.0.1:0`; yields the URL it announces on stderr."""
-    proc = subprocess.Popen([str(BRIDGE), "--http", "127.0.0.1:0", *args], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(BRIDGE), "--http", "127.0.0.1:0", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines: queue.Queue[str] = queue.Queue()
     seen: list[str] = []
 
@@ -666,7 +871,8 @@ def test_streamable_http_with_an_api_key(make_server):
             data_of(b.call("slowave_commit", plain_commit(a["session_id"])))
             err = error_of(b.call("slowave_commit", {"session_id": a["session_id"]}), "invalid_input", False)
             assert sorted(f["path"] for f in err["field_errors"]) == sorted(
-                ["final_goal", "outcome", "outcome_summary", "verification"])
+                ["final_goal", "outcome", "outcome_summary", "verification"]
+            )
 
     # Without the key the same server refuses, in the seed's shape (4.2: unauthenticated).
     connection = connect(keyed.address)

@@ -1,6 +1,7 @@
 """Observability over real gRPC: the retrieval-quality metrics a full cycle moves, the reaper's
 count of exposures left unassessed, the database unit-of-work histogram, a real scrape checked by
 promtool, and the structured per-RPC log line (fields, request id echo, no memory contents)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import threading
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
@@ -53,8 +54,9 @@ def _scrape(srv) -> dict:
 
 
 def _stale(entry_id: str, reason: int) -> pb.MemoryFeedbackEntry:
-    return pb.MemoryFeedbackEntry(memory_id=entry_id, assessment=pb.MEMORY_ASSESSMENT_STALE, stale_reason=reason,
-                                  reason="the host was renamed")
+    return pb.MemoryFeedbackEntry(
+        memory_id=entry_id, assessment=pb.MEMORY_ASSESSMENT_STALE, stale_reason=reason, reason="the host was renamed"
+    )
 
 
 def _release_cycle(stub, scope: str) -> tuple[pb.ActivateResponse, list[str], pb.ActivateResponse]:
@@ -63,8 +65,12 @@ def _release_cycle(stub, scope: str) -> tuple[pb.ActivateResponse, list[str], pb
     ids = seed_memories(stub, scope, CLAIMS)  # its activation, in an empty scope, exposes nothing
     first = activate(stub, scope, task=PROCEDURE_GOAL, initial_goal="release")
     assess_all(stub, first)
-    commit(stub, first.session_id, final_goal=PROCEDURE_GOAL,
-           procedure=pb.CommitProcedure(goal=PROCEDURE_GOAL, steps=["Build the artifact", "Deploy it to staging"]))
+    commit(
+        stub,
+        first.session_id,
+        final_goal=PROCEDURE_GOAL,
+        procedure=pb.CommitProcedure(goal=PROCEDURE_GOAL, steps=["Build the artifact", "Deploy it to staging"]),
+    )
     a = activate(stub, scope, task=f"{PROCEDURE_GOAL}. {TASK}", page_size=10)
     exposed = [m.memory_id for m in a.memories]
     assert set(ids) <= set(exposed), (ids, exposed)
@@ -81,13 +87,27 @@ def test_a_full_cycle_moves_the_retrieval_quality_families(make_server):
     before = _scrape(srv)
     a, (host, build, cache), first = _release_cycle(stub, scope)
     proc_id = a.procedures[0].procedure_id
-    f = stub.Feedback(pb.FeedbackRequest(
-        retrieval_id=a.retrieval_id,
-        memory_feedback=[used(host), _stale(build, pb.STALE_REASON_OUTDATED),
-                         pb.MemoryFeedbackEntry(memory_id=cache, assessment=pb.MEMORY_ASSESSMENT_IRRELEVANT)],
-        procedure_feedback=[pb.ProcedureFeedbackEntry(procedure_id=proc_id, use=pb.PROCEDURE_USE_USED,
-                                                      effect=res.EFFECT_HELPED, contribution="followed it")],
-        missing=["the staging credentials"], coverage=pb.COVERAGE_COMPLETE), timeout=30)
+    f = stub.Feedback(
+        pb.FeedbackRequest(
+            retrieval_id=a.retrieval_id,
+            memory_feedback=[
+                used(host),
+                _stale(build, pb.STALE_REASON_OUTDATED),
+                pb.MemoryFeedbackEntry(memory_id=cache, assessment=pb.MEMORY_ASSESSMENT_IRRELEVANT),
+            ],
+            procedure_feedback=[
+                pb.ProcedureFeedbackEntry(
+                    procedure_id=proc_id,
+                    use=pb.PROCEDURE_USE_USED,
+                    effect=res.EFFECT_HELPED,
+                    contribution="followed it",
+                )
+            ],
+            missing=["the staging credentials"],
+            coverage=pb.COVERAGE_COMPLETE,
+        ),
+        timeout=30,
+    )
     assert list(f.record.rejected) == []
     assert commit(stub, a.session_id).operation == pb.COMMIT_OPERATION_CLOSED
     after = _scrape(srv)
@@ -109,7 +129,9 @@ def test_a_full_cycle_moves_the_retrieval_quality_families(make_server):
     assert moved("slowave_commits_total", outcome="success", operation="closed", verification_status="verified") == 3
     # Every family of a bounded label set is exported from the start, at 0 where nothing happened.
     assert {*STALE_REASONS} <= label_values(after, "slowave_memory_stale_assessments_total", "stale_reason")
-    assert {"helped", "no_effect", "harmed", "unknown"} <= label_values(after, "slowave_procedure_effects_total", "effect")
+    assert {"helped", "no_effect", "harmed", "unknown"} <= label_values(
+        after, "slowave_procedure_effects_total", "effect"
+    )
 
     # The database: one observation per unit of work, labelled by the RPC it served.
     for method, at_least in (("Activate", 3), ("Remember", 3), ("Feedback", 3), ("Commit", 3)):
@@ -119,8 +141,11 @@ def test_a_full_cycle_moves_the_retrieval_quality_families(make_server):
         assert moved("slowave_db_transaction_seconds_sum", operation=method) > 0
     assert label_values(after, "slowave_db_transaction_seconds_count", "operation") <= DB_OPERATIONS
     # The background consolidator is a unit of work of its own, not attributed to an RPC.
-    wait_until(lambda: value(_scrape(srv), "slowave_db_transaction_seconds_count", operation="consolidation") > 0,
-               timeout=60, what="a consolidation unit of work")
+    wait_until(
+        lambda: value(_scrape(srv), "slowave_db_transaction_seconds_count", operation="consolidation") > 0,
+        timeout=60,
+        what="a consolidation unit of work",
+    )
 
 
 def test_a_real_scrape_passes_promtool_and_names_no_id(make_server):
@@ -131,18 +156,25 @@ def test_a_real_scrape_passes_promtool_and_names_no_id(make_server):
     text = scrape(srv.running.metrics_port)
     check = promtool_run("check", "metrics", stdin=text)
     assert check.returncode == 0 and not check.stdout.strip() and not check.stderr.strip(), (
-        check.returncode, check.stdout, check.stderr)
+        check.returncode,
+        check.stdout,
+        check.stderr,
+    )
     assert not re.search(r"(sess|ctx|rec|sch|proc|cur|fbe|evt|ep)_[0-9a-f]", text), "an id leaked into a label"
     assert scope not in text
-    for family in ("slowave_reaped_unassessed_exposures_total", "slowave_memory_stale_assessments_total",
-                   "slowave_procedure_effects_total", "slowave_db_transaction_seconds_bucket",
-                   "grpc_server_handling_seconds_bucket"):
+    for family in (
+        "slowave_reaped_unassessed_exposures_total",
+        "slowave_memory_stale_assessments_total",
+        "slowave_procedure_effects_total",
+        "slowave_db_transaction_seconds_bucket",
+        "grpc_server_handling_seconds_bucket",
+    ):
         assert family in exported_names(text), family
 
 
 def test_promtool_rejects_a_broken_exposition():
     """Control for the test above: the check does fail on a bad scrape."""
-    bad = "# TYPE x_total counter\nx_total{a=\"1\"} 1\nx_total{a=\"1\"} 2\n"  # duplicate series
+    bad = '# TYPE x_total counter\nx_total{a="1"} 1\nx_total{a="1"} 2\n'  # duplicate series
     assert promtool_run("check", "metrics", stdin=bad).returncode != 0
 
 
@@ -154,7 +186,7 @@ class _Later:
         self.delta = delta
 
     def now(self) -> datetime:
-        return datetime.now(timezone.utc) + self.delta
+        return datetime.now(UTC) + self.delta
 
 
 def test_a_sweep_reports_exposures_left_without_feedback(make_server):
@@ -236,8 +268,9 @@ def _access_lines(lines: list[str], request_id: str) -> list[dict]:
 
 
 def _one_line(handler: _Capture, request_id: str) -> dict:
-    found = wait_until(lambda: _access_lines(list(handler.lines), request_id), timeout=30,
-                       what=f"the access line of {request_id}")
+    found = wait_until(
+        lambda: _access_lines(list(handler.lines), request_id), timeout=30, what=f"the access line of {request_id}"
+    )
     assert len(found) == 1, found
     line = found[0]
     assert set(line) == _FIELDS, set(line) ^ _FIELDS
@@ -254,35 +287,45 @@ def test_one_json_line_per_rpc_with_its_fields_and_no_memory_contents(server, ca
     calls: dict[str, tuple[str, str, str | None]] = {}  # request id -> (method, code, session)
 
     rid = _rid()
-    a, call = stub.Activate.with_call(pb.ActivateRequest(task=f"Rotate secrets {secret}", scope=scope,
-                                                         initial_goal="rotate"),
-                                      metadata=[("x-request-id", rid)], timeout=30)
+    a, call = stub.Activate.with_call(
+        pb.ActivateRequest(task=f"Rotate secrets {secret}", scope=scope, initial_goal="rotate"),
+        metadata=[("x-request-id", rid)],
+        timeout=30,
+    )
     assert dict(call.trailing_metadata())["x-request-id"] == rid
     calls[rid] = ("Activate", "OK", a.session_id)
 
     rid = _rid()
-    _m, call = stub.Remember.with_call(pb.RememberRequest(session_id=a.session_id, scope=scope, content=secret,
-                                                          type=res.MEMORY_TYPE_FACT),
-                                       metadata=[("x-request-id", rid)], timeout=30)
+    _m, call = stub.Remember.with_call(
+        pb.RememberRequest(session_id=a.session_id, scope=scope, content=secret, type=res.MEMORY_TYPE_FACT),
+        metadata=[("x-request-id", rid)],
+        timeout=30,
+    )
     calls[rid] = ("Remember", "OK", a.session_id)
 
     rid = _rid()
-    f, call = stub.Feedback.with_call(pb.FeedbackRequest(retrieval_id=a.retrieval_id, coverage=pb.COVERAGE_COMPLETE,
-                                                         retrieval_quality=secret, missing=[secret]),
-                                      metadata=[("x-request-id", rid)], timeout=30)
+    f, call = stub.Feedback.with_call(
+        pb.FeedbackRequest(
+            retrieval_id=a.retrieval_id, coverage=pb.COVERAGE_COMPLETE, retrieval_quality=secret, missing=[secret]
+        ),
+        metadata=[("x-request-id", rid)],
+        timeout=30,
+    )
     calls[rid] = ("Feedback", "OK", a.session_id)  # the session comes from the response's record
 
     rid = _rid()
     with pytest.raises(grpc.RpcError) as info:
-        stub.Activate(pb.ActivateRequest(task=secret, scope=scope, initial_goal=" "),
-                      metadata=[("x-request-id", rid)], timeout=30)
+        stub.Activate(
+            pb.ActivateRequest(task=secret, scope=scope, initial_goal=" "), metadata=[("x-request-id", rid)], timeout=30
+        )
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert dict(info.value.trailing_metadata())["x-request-id"] == rid, "echoed on errors too"
     calls[rid] = ("Activate", "INVALID_ARGUMENT", None)
 
     rid = _rid()
     _h, call = health_pb2_grpc.HealthStub(server.channel).Check.with_call(
-        health_pb2.HealthCheckRequest(service=SERVICE), metadata=[("x-request-id", rid)], timeout=30)
+        health_pb2.HealthCheckRequest(service=SERVICE), metadata=[("x-request-id", rid)], timeout=30
+    )
     calls[rid] = ("grpc.health.v1.Health/Check", "OK", None)
 
     for rid, (method, code, session) in calls.items():
@@ -315,8 +358,11 @@ def test_log_format_and_level_from_the_environment():
     root = logging.getLogger()
     saved = list(root.handlers), root.level
     try:
-        for env, is_json in (({}, True), ({"SLOWAVE_LOG_FORMAT": "text"}, False),
-                             ({"SLOWAVE_LOG_FORMAT": "yaml"}, True)):
+        for env, is_json in (
+            ({}, True),
+            ({"SLOWAVE_LOG_FORMAT": "text"}, False),
+            ({"SLOWAVE_LOG_FORMAT": "yaml"}, True),
+        ):
             out = io.StringIO()
             configure_logging({**env, "SLOWAVE_LOG_LEVEL": "warning"}, stream=out)
             assert root.level == logging.WARNING
@@ -349,26 +395,45 @@ def test_the_server_process_logs_json_lines_only(tmp_path):
     """`slowave-server` as deployed: its whole stderr is JSON lines, one access line per RPC."""
     exe = shutil.which("slowave-server") or os.path.join(os.path.dirname(sys.executable), "slowave-server")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLOWAVE_")}
-    env.update(SLOWAVE_LISTEN_ADDR="127.0.0.1:0", SLOWAVE_METRICS_ADDR="", SLOWAVE_DATA_DIR=str(tmp_path / "data"),
-               SLOWAVE_DATABASE_URL=new_database_url(tmp_path))
+    env.update(
+        SLOWAVE_LISTEN_ADDR="127.0.0.1:0",
+        SLOWAVE_METRICS_ADDR="",
+        SLOWAVE_DATA_DIR=str(tmp_path / "data"),
+        SLOWAVE_DATABASE_URL=new_database_url(tmp_path),
+    )
     proc = subprocess.Popen([exe], env=env, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True).start()
     try:
-        match = wait_until(lambda: next((m for line in list(lines) if (m := re.search(r"on port (\d+)", line))), None),
-                           timeout=90, what="server start")
+        match = wait_until(
+            lambda: next((m for line in list(lines) if (m := re.search(r"on port (\d+)", line))), None),
+            timeout=90,
+            what="server start",
+        )
         stub = pb_grpc.MemoryServiceStub(grpc.insecure_channel(f"127.0.0.1:{match.group(1)}"))
         scope, secret = new_scope(), f"The launch code is {uuid.uuid4().hex}"
         rids = [_rid() for _ in range(3)]
-        a = stub.Activate(pb.ActivateRequest(task="Launch", scope=scope, initial_goal="launch"),
-                          metadata=[("x-request-id", rids[0])], timeout=30)
-        stub.Remember(pb.RememberRequest(session_id=a.session_id, scope=scope, content=secret,
-                                         type=res.MEMORY_TYPE_FACT), metadata=[("x-request-id", rids[1])], timeout=30)
-        stub.Commit(pb.CommitRequest(session_id=a.session_id, final_goal="launched", outcome=res.OUTCOME_SUCCESS,
-                                     outcome_summary="Launched.",
-                                     verification=pb.Verification(status=res.VERIFICATION_STATUS_VERIFIED,
-                                                                  summary="ok")),
-                    metadata=[("x-request-id", rids[2])], timeout=30)
+        a = stub.Activate(
+            pb.ActivateRequest(task="Launch", scope=scope, initial_goal="launch"),
+            metadata=[("x-request-id", rids[0])],
+            timeout=30,
+        )
+        stub.Remember(
+            pb.RememberRequest(session_id=a.session_id, scope=scope, content=secret, type=res.MEMORY_TYPE_FACT),
+            metadata=[("x-request-id", rids[1])],
+            timeout=30,
+        )
+        stub.Commit(
+            pb.CommitRequest(
+                session_id=a.session_id,
+                final_goal="launched",
+                outcome=res.OUTCOME_SUCCESS,
+                outcome_summary="Launched.",
+                verification=pb.Verification(status=res.VERIFICATION_STATUS_VERIFIED, summary="ok"),
+            ),
+            metadata=[("x-request-id", rids[2])],
+            timeout=30,
+        )
         wait_until(lambda: all(_access_lines(list(lines), r) for r in rids), timeout=30, what="access lines")
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -382,6 +447,10 @@ def test_the_server_process_logs_json_lines_only(tmp_path):
         json.loads(line)  # every line, start-up and shutdown included
     for rid, method in zip(rids, ("Activate", "Remember", "Commit")):
         (line,) = _access_lines(lines, rid)
-        assert (line["method"], line["code"], line["tenant"], line["session_id"]) == \
-            (f"{SERVICE}/{method}", "OK", "local", a.session_id)
+        assert (line["method"], line["code"], line["tenant"], line["session_id"]) == (
+            f"{SERVICE}/{method}",
+            "OK",
+            "local",
+            a.session_id,
+        )
     assert not [line for line in lines if secret in line]

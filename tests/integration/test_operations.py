@@ -1,5 +1,6 @@
 """Operational surface over real gRPC: health, reflection, metrics, admin CLI, graceful shutdown,
 and generated stubs that match the protos."""
+
 from __future__ import annotations
 
 import ast
@@ -75,7 +76,9 @@ def test_reflection_serves_the_memory_service_descriptor(server):
     from google.protobuf import descriptor_pb2
 
     reply = _reflect(server, reflection_pb2.ServerReflectionRequest(file_containing_symbol=SERVICE))
-    files = [descriptor_pb2.FileDescriptorProto.FromString(b) for b in reply.file_descriptor_response.file_descriptor_proto]
+    files = [
+        descriptor_pb2.FileDescriptorProto.FromString(b) for b in reply.file_descriptor_response.file_descriptor_proto
+    ]
     by_name = {f.name: f for f in files}
     assert "slowave/v1/memory_service.proto" in by_name
     service = next(s for s in by_name["slowave/v1/memory_service.proto"].service if s.name == "MemoryService")
@@ -130,9 +133,10 @@ def test_metrics_endpoint_exposes_grpc_and_slowave_families(server):
         assert types.get(name) == kind, f"{name} missing from /metrics"
     assert re.search(r'^grpc_server_started_total\{[^}]*grpc_method="Activate"[^}]*\} ', text, re.MULTILINE)
     assert re.search(r'^grpc_server_handled_total\{[^}]*grpc_code="OK"[^}]*\} ', text, re.MULTILINE)
-    assert re.search(r'^grpc_server_handling_seconds_bucket\{[^}]*grpc_method="Activate"[^}]*le="[^"]+"[^}]*\} ',
-                     text, re.MULTILINE)
-    assert re.search(r'^grpc_server_handling_seconds_count\{', text, re.MULTILINE)
+    assert re.search(
+        r'^grpc_server_handling_seconds_bucket\{[^}]*grpc_method="Activate"[^}]*le="[^"]+"[^}]*\} ', text, re.MULTILINE
+    )
+    assert re.search(r"^grpc_server_handling_seconds_count\{", text, re.MULTILINE)
     # no label carries a tenant, session or memory id
     assert not re.search(r"(sess|ctx|rec|sch|proc)_[0-9a-f]", text)
 
@@ -143,8 +147,11 @@ def test_metrics_counters_move(make_server):
     scope = new_scope()
     before = _samples(_scrape_text(srv))
     # The gauge is refreshed from the database in the background (every gauge_refresh_seconds).
-    wait_until(lambda: _value(_samples(_scrape_text(srv)), "slowave_open_sessions") == 0, timeout=60,
-               what="open-sessions gauge")
+    wait_until(
+        lambda: _value(_samples(_scrape_text(srv)), "slowave_open_sessions") == 0,
+        timeout=60,
+        what="open-sessions gauge",
+    )
 
     seed = activate(stub, scope, task="seeding", initial_goal="seed")
     memory_id = remember(stub, seed.session_id, scope, "The deploy port is 8080").memory_id
@@ -153,16 +160,24 @@ def test_metrics_counters_move(make_server):
     a = activate(stub, scope, task="What is the deploy port? The deploy port is 8080")
     assert [m.memory_id for m in a.memories] == [memory_id]
     # The gauge is refreshed from the database in the background (every gauge_refresh_seconds).
-    wait_until(lambda: _value(_samples(_scrape_text(srv)), "slowave_open_sessions") == 1, timeout=60,
-               what="open-sessions gauge")
+    wait_until(
+        lambda: _value(_samples(_scrape_text(srv)), "slowave_open_sessions") == 1,
+        timeout=60,
+        what="open-sessions gauge",
+    )
 
     bad = expect_error(lambda: activate(stub, scope, initial_goal=" "))
     assert bad.code == grpc.StatusCode.INVALID_ARGUMENT
     blocked = expect_error(lambda: commit(stub, a.session_id))
     assert blocked.code == grpc.StatusCode.FAILED_PRECONDITION
-    f = stub.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id,
-                                         memory_feedback=[used(memory_id), used("sch_999999")],
-                                         missing=["the staging URL"]), timeout=30)
+    f = stub.Feedback(
+        pb.FeedbackRequest(
+            retrieval_id=a.retrieval_id,
+            memory_feedback=[used(memory_id), used("sch_999999")],
+            missing=["the staging URL"],
+        ),
+        timeout=30,
+    )
     assert [r.reason for r in f.record.rejected] == ["target_not_exposed"]
     assert commit(stub, a.session_id).operation == pb.COMMIT_OPERATION_CLOSED
     b = activate(stub, scope, task="Again: the deploy port is 8080")
@@ -211,8 +226,11 @@ def test_metrics_counters_move(make_server):
     assert moved("slowave_feedback_implicit_total") == 1
     assert moved("slowave_knowledge_gaps_reported_total") == 1
     # The gauge is refreshed from the database in the background (every gauge_refresh_seconds).
-    wait_until(lambda: _value(_samples(_scrape_text(srv)), "slowave_open_sessions") == 0, timeout=60,
-               what="open-sessions gauge")
+    wait_until(
+        lambda: _value(_samples(_scrape_text(srv)), "slowave_open_sessions") == 0,
+        timeout=60,
+        what="open-sessions gauge",
+    )
 
 
 def test_metrics_invalid_argument_shows_up_with_its_code(server, scope):
@@ -239,13 +257,21 @@ def test_admin_sessions_and_session(server, scope):
     stub = server.stub
     closed = activate(stub, scope, task="Fix the flaky deploy job", initial_goal="Fix the deploy job")
     assess_all(stub, closed)
-    reply = commit(stub, closed.session_id, final_goal="Fix the flaky deploy job", outcome_summary="Pinned the runner.",
-                   trajectory=[
-                       pb.TrajectoryEntry(kind=pb.TRAJECTORY_KIND_ACTION, summary="  Pinned the runner image.  ",
-                                          status=pb.TRAJECTORY_STATUS_SUCCEEDED),
-                       pb.TrajectoryEntry(kind=pb.TRAJECTORY_KIND_ACTION, summary="Called slowave_recall"),
-                       pb.TrajectoryEntry(kind=pb.TRAJECTORY_KIND_OBSERVATION, summary="The job passed twice."),
-                   ])
+    reply = commit(
+        stub,
+        closed.session_id,
+        final_goal="Fix the flaky deploy job",
+        outcome_summary="Pinned the runner.",
+        trajectory=[
+            pb.TrajectoryEntry(
+                kind=pb.TRAJECTORY_KIND_ACTION,
+                summary="  Pinned the runner image.  ",
+                status=pb.TRAJECTORY_STATUS_SUCCEEDED,
+            ),
+            pb.TrajectoryEntry(kind=pb.TRAJECTORY_KIND_ACTION, summary="Called slowave_recall"),
+            pb.TrajectoryEntry(kind=pb.TRAJECTORY_KIND_OBSERVATION, summary="The job passed twice."),
+        ],
+    )
     assert reply.trajectory_lifecycle_filtered == 1
     still_open = activate(stub, scope, task="Another task", initial_goal="Another")
 
@@ -289,8 +315,9 @@ def test_admin_session_unknown_id_fails(server):
 def test_admin_knowledge_gaps(server, scope):
     stub = server.stub
     a = activate(stub, scope)
-    stub.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id, missing=["The staging URL", "the  staging   url"]),
-                  timeout=30)
+    stub.Feedback(
+        pb.FeedbackRequest(retrieval_id=a.retrieval_id, missing=["The staging URL", "the  staging   url"]), timeout=30
+    )
     stub.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id, missing=["Who owns the deploy job"]), timeout=30)
     out = server.admin("knowledge-gaps", "--scope", scope)
     lines = [line for line in out.splitlines() if scope in line]
@@ -355,8 +382,12 @@ def test_graceful_shutdown_lets_in_flight_calls_finish(make_server):
     def started() -> float:
         # Read only this counter: a full registry collection would also evaluate the open-sessions
         # gauge, which queries the database this test deliberately keeps locked.
-        return sum(s.value for metric in srv.running.metrics.started.collect() for s in metric.samples
-                   if s.name == "grpc_server_started_total" and s.labels == labels)
+        return sum(
+            s.value
+            for metric in srv.running.metrics.started.collect()
+            for s in metric.samples
+            if s.name == "grpc_server_started_total" and s.labels == labels
+        )
 
     # Hold a lock every Remember of the session needs (SQLite: the database write lock, taken by
     # BEGIN IMMEDIATE; PostgreSQL: the session row lock) so that every call is provably still in
@@ -393,7 +424,7 @@ def test_graceful_shutdown_lets_in_flight_calls_finish(make_server):
                 assert len(reply.batch.results) == per_call
                 for j, item in enumerate(reply.batch.results):
                     assert item.WhichOneof("result") == "data", item
-                    row = repo.get_memory("local", int(item.data.memory_id[len("sch_"):]))
+                    row = repo.get_memory("local", int(item.data.memory_id[len("sch_") :]))
                     assert row is not None and row.content == contents[i][j] and row.status == "active"
     finally:
         check.engine.dispose()
@@ -410,9 +441,14 @@ def test_graceful_shutdown_lets_in_flight_calls_finish(make_server):
 
 def _serialized_file_from_generated(path: Path) -> bytes:
     tree = ast.parse(path.read_text())
-    blobs = [node.args[0].value for node in ast.walk(tree)
-             if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "AddSerializedFile"
-             and node.args and isinstance(node.args[0], ast.Constant)]
+    blobs = [
+        node.args[0].value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "attr", "") == "AddSerializedFile"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+    ]
     assert len(blobs) == 1, f"{path}: expected one AddSerializedFile call"
     return blobs[0]
 
@@ -432,4 +468,5 @@ def test_generated_stubs_are_not_stale(tmp_path):
         module = importlib.import_module("slowave.v1." + proto.stem + "_pb2")
         assert module.DESCRIPTOR.name == name
         assert module.DESCRIPTOR.serialized_pb == fresh, (
-            f"{module.__name__} is stale: regenerate the stubs from {name} (pip install -e . / make install)")
+            f"{module.__name__} is stale: regenerate the stubs from {name} (pip install -e . / make install)"
+        )

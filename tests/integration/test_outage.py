@@ -6,6 +6,7 @@ code `internal_error`, retryable "true". When the cluster comes back, the same s
 answers again without a restart, and nothing acknowledged before the outage is lost.
 (The embedded-database half of scenario 17 lives elsewhere.)
 """
+
 from __future__ import annotations
 
 import os
@@ -67,16 +68,18 @@ def safe_summary() -> str:
     return f"zq{uuid.uuid4().hex[:10]} zr{uuid.uuid4().hex[:10]}."
 
 
-def remember(stub, session_id: str, scope: str, content: str) -> pb.RememberResult:  # noqa: ANN001
-    return stub.Remember(pb.RememberRequest(session_id=session_id, scope=scope, content=content,
-                                            type=res.MEMORY_TYPE_FACT), timeout=CALL_TIMEOUT).memory
+def remember(stub, session_id: str, scope: str, content: str) -> pb.RememberResult:
+    return stub.Remember(
+        pb.RememberRequest(session_id=session_id, scope=scope, content=content, type=res.MEMORY_TYPE_FACT),
+        timeout=CALL_TIMEOUT,
+    ).memory
 
 
-def commit(stub, session_id: str) -> pb.CommitResponse:  # noqa: ANN001
+def commit(stub, session_id: str) -> pb.CommitResponse:
     return stub.Commit(commit_request(session_id, outcome_summary=safe_summary()), timeout=CALL_TIMEOUT)
 
 
-def assert_unavailable(call, what: str) -> None:  # noqa: ANN001
+def assert_unavailable(call, what: str) -> None:
     err = expect_error(call)
     assert err.code == grpc.StatusCode.UNAVAILABLE, (what, err)
     assert err.has_error_info, (what, err)
@@ -91,14 +94,16 @@ def test_s17_postgres_outage_is_unavailable_and_recovers(dedicated_cluster, outa
     # Acknowledged before the outage: three claims, a closed session, one feedback row.
     seeding = activate(stub, scope, task=f"seeding zs{uuid.uuid4().hex[:10]}", initial_goal="seed")
     ids = [remember(stub, seeding.session_id, scope, c).memory_id for c in CLAIMS]
-    stub.Feedback(pb.FeedbackRequest(retrieval_id=seeding.retrieval_id, coverage=pb.COVERAGE_COMPLETE),
-                  timeout=CALL_TIMEOUT)
+    stub.Feedback(
+        pb.FeedbackRequest(retrieval_id=seeding.retrieval_id, coverage=pb.COVERAGE_COMPLETE), timeout=CALL_TIMEOUT
+    )
     assert commit(stub, seeding.session_id).operation == pb.COMMIT_OPERATION_CLOSED
     work = activate(stub, scope, task=" ".join(CLAIMS), page_size=10)
     exposure = [m.memory_id for m in work.memories]
     assert sorted(exposure) == sorted(ids)
-    record = stub.Feedback(pb.FeedbackRequest(retrieval_id=work.retrieval_id, memory_feedback=[used(ids[0])]),
-                           timeout=CALL_TIMEOUT).record
+    record = stub.Feedback(
+        pb.FeedbackRequest(retrieval_id=work.retrieval_id, memory_feedback=[used(ids[0])]), timeout=CALL_TIMEOUT
+    ).record
     assert list(record.applied.strengthened) == [ids[0]]
 
     dedicated_cluster.stop()
@@ -107,11 +112,19 @@ def test_s17_postgres_outage_is_unavailable_and_recovers(dedicated_cluster, outa
     for _ in range(2):
         assert_unavailable(lambda: activate(stub, scope, task=" ".join(CLAIMS)), "Activate")
         assert_unavailable(lambda: remember(stub, work.session_id, scope, OUTAGE_CLAIM), "Remember")
-        assert_unavailable(lambda: stub.Feedback(pb.FeedbackRequest(
-            retrieval_id=work.retrieval_id, memory_feedback=[used(ids[1])]), timeout=CALL_TIMEOUT), "Feedback")
+        assert_unavailable(
+            lambda: stub.Feedback(
+                pb.FeedbackRequest(retrieval_id=work.retrieval_id, memory_feedback=[used(ids[1])]), timeout=CALL_TIMEOUT
+            ),
+            "Feedback",
+        )
         assert_unavailable(lambda: commit(stub, work.session_id), "Commit")
-        assert_unavailable(lambda: stub.Recall(pb.RecallRequest(
-            session_id=work.session_id, scope=scope, query=CLAIMS[0]), timeout=CALL_TIMEOUT), "Recall")
+        assert_unavailable(
+            lambda: stub.Recall(
+                pb.RecallRequest(session_id=work.session_id, scope=scope, query=CLAIMS[0]), timeout=CALL_TIMEOUT
+            ),
+            "Recall",
+        )
 
     dedicated_cluster.restart_stopped()
 
@@ -139,16 +152,26 @@ def test_s17_postgres_outage_is_unavailable_and_recovers(dedicated_cluster, outa
 
     # Every RPC works again on the session opened before the outage, which stayed open.
     assert remember(stub, work.session_id, scope, OUTAGE_CLAIM).disposition == pb.DISPOSITION_CREATED
-    fb = stub.Feedback(pb.FeedbackRequest(retrieval_id=work.retrieval_id, coverage=pb.COVERAGE_COMPLETE),
-                       timeout=CALL_TIMEOUT).record
-    assert list(fb.implicitly_assessed.memory_ids) == [i for i in exposure if i != ids[0]] and list(fb.outstanding.memory_ids) == []
-    recall = stub.Recall(pb.RecallRequest(session_id=work.session_id, scope=scope, query=OUTAGE_CLAIM),
-                         timeout=CALL_TIMEOUT)
-    stub.Feedback(pb.FeedbackRequest(retrieval_id=recall.retrieval_id, coverage=pb.COVERAGE_COMPLETE),
-                  timeout=CALL_TIMEOUT)
+    fb = stub.Feedback(
+        pb.FeedbackRequest(retrieval_id=work.retrieval_id, coverage=pb.COVERAGE_COMPLETE), timeout=CALL_TIMEOUT
+    ).record
+    assert (
+        list(fb.implicitly_assessed.memory_ids) == [i for i in exposure if i != ids[0]]
+        and list(fb.outstanding.memory_ids) == []
+    )
+    recall = stub.Recall(
+        pb.RecallRequest(session_id=work.session_id, scope=scope, query=OUTAGE_CLAIM), timeout=CALL_TIMEOUT
+    )
+    stub.Feedback(
+        pb.FeedbackRequest(retrieval_id=recall.retrieval_id, coverage=pb.COVERAGE_COMPLETE), timeout=CALL_TIMEOUT
+    )
     done = commit(stub, work.session_id)
     assert done.operation == pb.COMMIT_OPERATION_CLOSED
     assert done.episodes_formed == 1  # the claim remembered after recovery; none from the outage
     # The background consolidator recovered too: it drains the queue without help.
-    wait_until(lambda: srv._pending_consolidations() == 0, timeout=60, interval=0.2,
-               what="the background consolidator to drain the queue after the outage")
+    wait_until(
+        lambda: srv._pending_consolidations() == 0,
+        timeout=60,
+        interval=0.2,
+        what="the background consolidator to drain the queue after the outage",
+    )

@@ -1,4 +1,5 @@
 """Scenario 17, embedded half: the SQLite file becomes unreadable → UNAVAILABLE, then recovery."""
+
 from __future__ import annotations
 
 import os

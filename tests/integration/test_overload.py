@@ -13,6 +13,7 @@ session the calls name), so calls wait inside the server for exactly as long as 
 * Deadlines: a call whose client deadline passes while it waits commits nothing, even when the
   server gets to run it later (`servicer._run` + `Database.transaction`).
 """
+
 from __future__ import annotations
 
 import re
@@ -48,7 +49,7 @@ SERVICE = "slowave.v1.MemoryService"
 STATE = tables.sessions.c.keys().index("state")
 
 
-def _code(future) -> grpc.StatusCode:  # noqa: ANN001
+def _code(future) -> grpc.StatusCode:
     try:
         future.result()
         return grpc.StatusCode.OK
@@ -75,28 +76,51 @@ def test_concurrency_bound_answers_resource_exhausted_and_recovers(make_server):
     try:
         with hold_write_lock(srv.database_url, a.session_id):
             contents = [f"Held claim {i} {uuid.uuid4().hex}" for i in range(LIMIT)]
-            held = [pool.submit(stub.Remember, pb.RememberRequest(session_id=a.session_id, scope=scope, content=c,
-                                                                  type=res.MEMORY_TYPE_FACT), timeout=LONG)
-                    for c in contents]
+            held = [
+                pool.submit(
+                    stub.Remember,
+                    pb.RememberRequest(session_id=a.session_id, scope=scope, content=c, type=res.MEMORY_TYPE_FACT),
+                    timeout=LONG,
+                )
+                for c in contents
+            ]
             # In flight once their handlers have started (/metrics is HTTP, so watching it takes
             # no RPC slot); then the bound is full and even a health check is refused.
-            wait_until(lambda: _started(srv, "Remember") >= started + LIMIT, timeout=60,
-                       what=f"{LIMIT} held calls to start")
+            wait_until(
+                lambda: _started(srv, "Remember") >= started + LIMIT, timeout=60, what=f"{LIMIT} held calls to start"
+            )
             assert _health_code(srv.channel) == grpc.StatusCode.RESOURCE_EXHAUSTED
             assert not any(f.done() for f in held), [_code(f) for f in held if f.done()]
             # More calls than the bound, of every RPC: all refused at once, none queued (a queued
             # call could not finish while the lock is held and would end DEADLINE_EXCEEDED).
             extra = [
-                pool.submit(stub.Remember, pb.RememberRequest(session_id=other.session_id, scope=scope,
-                                                              content="Never stored", type=res.MEMORY_TYPE_FACT), timeout=LONG),
+                pool.submit(
+                    stub.Remember,
+                    pb.RememberRequest(
+                        session_id=other.session_id, scope=scope, content="Never stored", type=res.MEMORY_TYPE_FACT
+                    ),
+                    timeout=LONG,
+                ),
                 pool.submit(stub.Activate, pb.ActivateRequest(task="t", initial_goal="g", scope=scope), timeout=LONG),
-                pool.submit(stub.Recall, pb.RecallRequest(session_id=other.session_id, scope=scope, query="q"), timeout=LONG),
-                pool.submit(stub.Feedback, pb.FeedbackRequest(retrieval_id=other.retrieval_id,
-                                                              coverage=pb.COVERAGE_COMPLETE), timeout=LONG),
+                pool.submit(
+                    stub.Recall, pb.RecallRequest(session_id=other.session_id, scope=scope, query="q"), timeout=LONG
+                ),
+                pool.submit(
+                    stub.Feedback,
+                    pb.FeedbackRequest(retrieval_id=other.retrieval_id, coverage=pb.COVERAGE_COMPLETE),
+                    timeout=LONG,
+                ),
                 pool.submit(stub.Commit, commit_request(other.session_id), timeout=LONG),
-            ] + [pool.submit(stub.Remember, pb.RememberRequest(session_id=a.session_id, scope=scope,
-                                                               content=f"Refused {i}", type=res.MEMORY_TYPE_FACT), timeout=LONG)
-                 for i in range(2 * LIMIT)]
+            ] + [
+                pool.submit(
+                    stub.Remember,
+                    pb.RememberRequest(
+                        session_id=a.session_id, scope=scope, content=f"Refused {i}", type=res.MEMORY_TYPE_FACT
+                    ),
+                    timeout=LONG,
+                )
+                for i in range(2 * LIMIT)
+            ]
             codes = [_code(f) for f in extra]
             assert codes == [grpc.StatusCode.RESOURCE_EXHAUSTED] * len(extra), codes
             assert not any(f.done() for f in held), "a held call finished while the lock was held"
@@ -109,15 +133,16 @@ def test_concurrency_bound_answers_resource_exhausted_and_recovers(make_server):
         assert after["ledger"] == before["ledger"], "a refused Feedback wrote to the ledger"
         state = {row[0]: row[STATE] for row in after["sessions"]}
         assert state[other.session_id] == "open", "the refused Commit closed the session"
-        found = stub.Recall(pb.RecallRequest(session_id=a.session_id, scope=scope, query=" ".join(contents),
-                                             page_size=10), timeout=LONG)
+        found = stub.Recall(
+            pb.RecallRequest(session_id=a.session_id, scope=scope, query=" ".join(contents), page_size=10), timeout=LONG
+        )
         assert sorted(m.memory_id for m in found.memories) == sorted(r.memory_id for r in results)
         assert remember(stub, other.session_id, scope, "Never stored").disposition == pb.DISPOSITION_CREATED
     finally:
         pool.shutdown(wait=True)
 
 
-def _started(srv, method: str) -> float:  # noqa: ANN001
+def _started(srv, method: str) -> float:
     return metric_value(srv.running.metrics_port, "grpc_server_started_total", grpc_service=SERVICE, grpc_method=method)
 
 
@@ -132,16 +157,32 @@ def test_the_bound_comes_from_the_environment_of_the_real_server(tmp_path):
         a = activate(server.stub, scope)
         started = metric_value(metrics_port, "grpc_server_started_total", grpc_method="Remember")
         with hold_write_lock(url, a.session_id):
-            held = [pool.submit(server.stub.Remember, pb.RememberRequest(session_id=a.session_id, scope=scope,
-                                                                         content=f"Env bound claim {i}",
-                                                                         type=res.MEMORY_TYPE_FACT), timeout=LONG)
-                    for i in range(2)]
-            wait_until(lambda: metric_value(metrics_port, "grpc_server_started_total", grpc_method="Remember")
-                       >= started + 2, timeout=60, what="two held calls to start")
+            held = [
+                pool.submit(
+                    server.stub.Remember,
+                    pb.RememberRequest(
+                        session_id=a.session_id, scope=scope, content=f"Env bound claim {i}", type=res.MEMORY_TYPE_FACT
+                    ),
+                    timeout=LONG,
+                )
+                for i in range(2)
+            ]
+            wait_until(
+                lambda: metric_value(metrics_port, "grpc_server_started_total", grpc_method="Remember") >= started + 2,
+                timeout=60,
+                what="two held calls to start",
+            )
             assert _health_code(server.channel) == grpc.StatusCode.RESOURCE_EXHAUSTED
-            assert _code(pool.submit(server.stub.Recall, pb.RecallRequest(session_id=a.session_id, scope=scope,
-                                                                          query="q"), timeout=LONG)) \
+            assert (
+                _code(
+                    pool.submit(
+                        server.stub.Recall,
+                        pb.RecallRequest(session_id=a.session_id, scope=scope, query="q"),
+                        timeout=LONG,
+                    )
+                )
                 == grpc.StatusCode.RESOURCE_EXHAUSTED
+            )
         assert [f.result().memory.disposition for f in held] == [pb.DISPOSITION_CREATED] * 2
         assert_serving(server.channel)
     finally:
@@ -149,10 +190,17 @@ def test_the_bound_comes_from_the_environment_of_the_real_server(tmp_path):
         server.stop()
 
 
-def _handled(srv, method: str) -> dict[str, float]:  # noqa: ANN001
-    return {code: metric_value(srv.running.metrics_port, "grpc_server_handled_total", grpc_service=SERVICE,
-                               grpc_method=method, grpc_code=code)
-            for code in ("OK", "DEADLINE_EXCEEDED", "CANCELLED")}
+def _handled(srv, method: str) -> dict[str, float]:
+    return {
+        code: metric_value(
+            srv.running.metrics_port,
+            "grpc_server_handled_total",
+            grpc_service=SERVICE,
+            grpc_method=method,
+            grpc_code=code,
+        )
+        for code in ("OK", "DEADLINE_EXCEEDED", "CANCELLED")
+    }
 
 
 @pytest.mark.parametrize("rpc", ["Remember", "Feedback", "Commit"])
@@ -165,15 +213,25 @@ def test_call_whose_deadline_expires_while_waiting_stores_nothing(make_server, r
     a = activate(stub, scope, task="Quokka telemetry ships nightly builds.")
     assert seeded[0] in [m.memory_id for m in a.memories]
     if rpc == "Remember":
-        request = pb.RememberRequest(session_id=a.session_id, scope=scope, memories=[
-            pb.RememberItem(content=f"Expired claim {i} {uuid.uuid4().hex}", type=res.MEMORY_TYPE_FACT) for i in range(3)])
+        request = pb.RememberRequest(
+            session_id=a.session_id,
+            scope=scope,
+            memories=[
+                pb.RememberItem(content=f"Expired claim {i} {uuid.uuid4().hex}", type=res.MEMORY_TYPE_FACT)
+                for i in range(3)
+            ],
+        )
     elif rpc == "Feedback":
-        request = pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=[used(seeded[0])],
-                                     coverage=pb.COVERAGE_COMPLETE)
+        request = pb.FeedbackRequest(
+            retrieval_id=a.retrieval_id, memory_feedback=[used(seeded[0])], coverage=pb.COVERAGE_COMPLETE
+        )
     else:
         stub.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id, coverage=pb.COVERAGE_COMPLETE), timeout=LONG)
-        request = commit_request(a.session_id, procedure=pb.CommitProcedure(steps=["Expired step"]),
-                                 trajectory=[pb.TrajectoryEntry(kind=pb.TRAJECTORY_KIND_ACTION, summary="Expired action")])
+        request = commit_request(
+            a.session_id,
+            procedure=pb.CommitProcedure(steps=["Expired step"]),
+            trajectory=[pb.TrajectoryEntry(kind=pb.TRAJECTORY_KIND_ACTION, summary="Expired action")],
+        )
     before = srv.snapshot()
     handled, started = _handled(srv, rpc), _started(srv, rpc)
     with hold_write_lock(srv.database_url, a.session_id):
@@ -185,8 +243,11 @@ def test_call_whose_deadline_expires_while_waiting_stores_nothing(make_server, r
         assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         assert _started(srv, rpc) > started, f"the {rpc} expired before the server started it; nothing tested"
     # The server now gets the lock and runs the call: wait until it has answered it.
-    wait_until(lambda: sum(_handled(srv, rpc).values()) > sum(handled.values()), timeout=90,
-               what=f"the server to finish the expired {rpc}")
+    wait_until(
+        lambda: sum(_handled(srv, rpc).values()) > sum(handled.values()),
+        timeout=90,
+        what=f"the server to finish the expired {rpc}",
+    )
     now = _handled(srv, rpc)
     assert now["OK"] == handled["OK"], f"the expired {rpc} was executed and committed"
     after = srv.snapshot()
@@ -200,7 +261,6 @@ def test_call_whose_deadline_expires_while_waiting_stores_nothing(make_server, r
     else:
         assert response.operation == pb.COMMIT_OPERATION_CLOSED and response.procedure_id
     assert_serving(srv.channel)
-
 
 
 def test_sqlite_writer_waiting_past_the_pool_timeout_gets_unavailable_and_stores_nothing(make_server):
@@ -219,16 +279,26 @@ def test_sqlite_writer_waiting_past_the_pool_timeout_gets_unavailable_and_stores
     try:
         with hold_write_lock(srv.database_url, a.session_id):
             started = _started(srv, "Remember")
-            first = pool.submit(stub.Remember, pb.RememberRequest(
-                session_id=a.session_id, scope=scope, content=f"First {uuid.uuid4().hex}", type=res.MEMORY_TYPE_FACT),
-                timeout=LONG)
+            first = pool.submit(
+                stub.Remember,
+                pb.RememberRequest(
+                    session_id=a.session_id, scope=scope, content=f"First {uuid.uuid4().hex}", type=res.MEMORY_TYPE_FACT
+                ),
+                timeout=LONG,
+            )
             wait_until(lambda: _started(srv, "Remember") >= started + 1, timeout=60, what="the first write to start")
-            second = pool.submit(stub.Remember, pb.RememberRequest(
-                session_id=a.session_id, scope=scope, content="Second, refused", type=res.MEMORY_TYPE_FACT),
-                timeout=LONG)
+            second = pool.submit(
+                stub.Remember,
+                pb.RememberRequest(
+                    session_id=a.session_id, scope=scope, content="Second, refused", type=res.MEMORY_TYPE_FACT
+                ),
+                timeout=LONG,
+            )
             with pytest.raises(grpc.RpcError) as refused:
                 second.result(timeout=LONG)
-            check_error(details_of(refused.value), grpc.StatusCode.UNAVAILABLE, "INTERNAL_ERROR", "internal_error", True)
+            check_error(
+                details_of(refused.value), grpc.StatusCode.UNAVAILABLE, "INTERNAL_ERROR", "internal_error", True
+            )
             assert not first.done()
         assert first.result(timeout=LONG).memory.disposition == pb.DISPOSITION_CREATED
     finally:

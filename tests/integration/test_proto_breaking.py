@@ -3,6 +3,7 @@ commit, and against HEAD while protos/ has uncommitted edits) bites: run on thro
 repositories holding a copy of the contract, it fails on a renumbered or removed field and passes an
 additive change; it skips only where there is no previous commit, and a shallow clone that lacks the
 previous commit fails instead of skipping."""
+
 from __future__ import annotations
 
 import os
@@ -31,11 +32,18 @@ def tools() -> None:
 
 
 def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
-    return subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True,
-                          timeout=60).stdout
+    env = {
+        **os.environ,
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    }
+    return subprocess.run(
+        ["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True, timeout=60
+    ).stdout
 
 
 def new_repo(path: Path) -> Path:
@@ -65,10 +73,22 @@ def commit_all(repo: Path, message: str) -> None:
 def guard(repo: Path) -> subprocess.CompletedProcess[str]:
     """`make breaking-proto` with the repository's Makefile, run in `repo` (buf's own install step
     is taken as done: -o)."""
-    return subprocess.run(["make", "--no-print-directory", "-f", str(REPO / "Makefile"),
-                           "-o", "node_modules/.package-lock.json", "breaking-proto"],
-                          cwd=repo, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"})
+    return subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "-f",
+            str(REPO / "Makefile"),
+            "-o",
+            "node_modules/.package-lock.json",
+            "breaking-proto",
+        ],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"},
+    )
 
 
 def output(result: subprocess.CompletedProcess[str]) -> str:
@@ -97,10 +117,15 @@ def test_a_breaking_commit_fails_the_guard(tmp_path: Path, change: str):
 
 def test_an_additive_commit_passes_the_guard(tmp_path: Path):
     repo = new_repo(tmp_path / "repo")
-    edit(repo, ERRORS, "  repeated OutstandingRetrieval outstanding = 1;\n",
-         "  repeated OutstandingRetrieval outstanding = 1;\n  // Added later.\n  int32 total = 2;\n")
-    (repo / ERRORS).write_text((repo / ERRORS).read_text() + "\n// Added later.\nmessage FeedbackHint {\n"
-                                                            "  // A hint.\n  string text = 1;\n}\n")
+    edit(
+        repo,
+        ERRORS,
+        "  repeated OutstandingRetrieval outstanding = 1;\n",
+        "  repeated OutstandingRetrieval outstanding = 1;\n  // Added later.\n  int32 total = 2;\n",
+    )
+    (repo / ERRORS).write_text(
+        (repo / ERRORS).read_text() + "\n// Added later.\nmessage FeedbackHint {\n  // A hint.\n  string text = 1;\n}\n"
+    )
     commit_all(repo, "additive")
     result = guard(repo)
     assert result.returncode == 0, output(result)

@@ -1,5 +1,6 @@
 """Recall's task_context (spec 7.1, 7.2 stage 5): merged into the session's context, top-level
 keys overwriting, persisted for later recalls, and the merged result held to the 3.5 limits."""
+
 from __future__ import annotations
 
 import grpc
@@ -19,9 +20,16 @@ def _struct(data: dict) -> struct_pb2.Struct:
 def _store_staging_procedure(stub, scope: str) -> str:
     s = activate(stub, scope, task=GOAL)
     assess_all(stub, s)
-    return commit(stub, s.session_id, final_goal=GOAL, procedure=pb.CommitProcedure(
-        summary="Rotate with the KMS CLI, then redeploy.", steps=["kms rotate", "redeploy"],
-        context=_struct({"environment": "staging"}))).procedure_id
+    return commit(
+        stub,
+        s.session_id,
+        final_goal=GOAL,
+        procedure=pb.CommitProcedure(
+            summary="Rotate with the KMS CLI, then redeploy.",
+            steps=["kms rotate", "redeploy"],
+            context=_struct({"environment": "staging"}),
+        ),
+    ).procedure_id
 
 
 def _recall(stub, session_id: str, scope: str, **kw) -> pb.RecallResponse:

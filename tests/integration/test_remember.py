@@ -3,6 +3,7 @@
 Claims are built by `claim()` (a random suffix on every word), so a claim is admitted only by a cue
 that contains it verbatim (spec 12.1) and never by the consolidated lessons of other sessions.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,24 +22,35 @@ def claim(text: str) -> str:
     return " ".join(f"{w}{h}" for w in re.findall(r"[^\W_]+", text))
 
 
-def ids(response) -> list[str]:  # noqa: ANN001
+def ids(response) -> list[str]:
     return [m.memory_id for m in response.memories]
 
 
-def assert_invalid(err, paths: list[str]) -> None:  # noqa: ANN001
+def assert_invalid(err, paths: list[str]) -> None:
     assert err.code == grpc.StatusCode.INVALID_ARGUMENT, err
     assert err.has_error_info and err.domain == "slowave.ai" and err.reason == "INVALID_INPUT"
     assert err.metadata == {"code": "invalid_input", "retryable": "false"}
     assert err.paths == paths, err.violations
 
 
-def retire(stub, scope: str, memory_id: str, content: str) -> None:  # noqa: ANN001
+def retire(stub, scope: str, memory_id: str, content: str) -> None:
     """Exposes the memory in a throwaway session and assesses it stale (spec 12.3)."""
     s = activate(stub, scope, task=content)
     assert ids(s) == [memory_id]
-    f = stub.Feedback(pb.FeedbackRequest(retrieval_id=s.retrieval_id, memory_feedback=[pb.MemoryFeedbackEntry(
-        memory_id=memory_id, assessment=pb.MEMORY_ASSESSMENT_STALE, stale_reason=pb.STALE_REASON_OUTDATED,
-        reason="no longer current")]), timeout=30)
+    f = stub.Feedback(
+        pb.FeedbackRequest(
+            retrieval_id=s.retrieval_id,
+            memory_feedback=[
+                pb.MemoryFeedbackEntry(
+                    memory_id=memory_id,
+                    assessment=pb.MEMORY_ASSESSMENT_STALE,
+                    stale_reason=pb.STALE_REASON_OUTDATED,
+                    reason="no longer current",
+                )
+            ],
+        ),
+        timeout=30,
+    )
     assert list(f.record.applied.retired) == [memory_id]
     assert commit(stub, s.session_id).operation == pb.COMMIT_OPERATION_CLOSED
 
@@ -72,8 +84,14 @@ def test_s23_remember_in_a_populated_scope_exposes_nothing(server, stub, scope):
     assert a.memory_state == res.MEMORY_STATE_AVAILABLE and not a.memories
     # Remembering (even a claim that MATCHES an existing memory) exposes nothing.
     assert remember(stub, a.session_id, scope, known).disposition == pb.DISPOSITION_MATCHED
-    batch = stub.Remember(pb.RememberRequest(session_id=a.session_id, scope=scope, memories=[
-        pb.RememberItem(content=claim("the queue drains nightly"), type=res.MEMORY_TYPE_FACT)]), timeout=30)
+    batch = stub.Remember(
+        pb.RememberRequest(
+            session_id=a.session_id,
+            scope=scope,
+            memories=[pb.RememberItem(content=claim("the queue drains nightly"), type=res.MEMORY_TYPE_FACT)],
+        ),
+        timeout=30,
+    )
     assert batch.batch.results[0].data.disposition == pb.DISPOSITION_CREATED
     c = commit(stub, a.session_id)
     assert c.operation == pb.COMMIT_OPERATION_CLOSED and c.episodes_formed == 2
@@ -140,8 +158,11 @@ def test_s25_batch_remember_rejects_outer_occurred_at(server, stub, scope):
     item = pb.RememberItem(content=claim("the nightly build broke on tuesday"), type=res.MEMORY_TYPE_FACT)
 
     before = server.snapshot()
-    err = expect_error(lambda: stub.Remember(pb.RememberRequest(
-        session_id=a.session_id, scope=scope, memories=[item], occurred_at=ts), timeout=30))
+    err = expect_error(
+        lambda: stub.Remember(
+            pb.RememberRequest(session_id=a.session_id, scope=scope, memories=[item], occurred_at=ts), timeout=30
+        )
+    )
     assert_invalid(err, ["occurred_at"])
     # A stage-2 refusal: the session is not resolved, so not even touched (spec 2.3, 6.1).
     assert server.snapshot() == before
@@ -150,8 +171,16 @@ def test_s25_batch_remember_rejects_outer_occurred_at(server, stub, scope):
     item.occurred_at.CopyFrom(ts)
     ok = stub.Remember(pb.RememberRequest(session_id=a.session_id, scope=scope, memories=[item]), timeout=30)
     assert ok.batch.results[0].data.disposition == pb.DISPOSITION_CREATED
-    scalar = stub.Remember(pb.RememberRequest(session_id=a.session_id, scope=scope, content=claim("another fact"),
-                                              type=res.MEMORY_TYPE_FACT, occurred_at=ts), timeout=30)
+    scalar = stub.Remember(
+        pb.RememberRequest(
+            session_id=a.session_id,
+            scope=scope,
+            content=claim("another fact"),
+            type=res.MEMORY_TYPE_FACT,
+            occurred_at=ts,
+        ),
+        timeout=30,
+    )
     assert scalar.memory.disposition == pb.DISPOSITION_CREATED
 
 
@@ -160,12 +189,19 @@ def test_s25_form_rules_of_remember(server, stub, scope):
     item = pb.RememberItem(content=claim("a fact"), type=res.MEMORY_TYPE_FACT)
     before = server.snapshot()
     cases = [
-        (pb.RememberRequest(session_id=a.session_id, scope=scope, content="x", type=res.MEMORY_TYPE_FACT,
-                            memories=[item]), ["content", "type"]),
+        (
+            pb.RememberRequest(
+                session_id=a.session_id, scope=scope, content="x", type=res.MEMORY_TYPE_FACT, memories=[item]
+            ),
+            ["content", "type"],
+        ),
         (pb.RememberRequest(session_id=a.session_id, scope=scope), [""]),
         (pb.RememberRequest(session_id=a.session_id, scope=scope, content=claim("lonely")), ["type"]),
         (pb.RememberRequest(session_id=a.session_id, scope=scope, type=res.MEMORY_TYPE_FACT), ["content"]),
-        (pb.RememberRequest(session_id=a.session_id, scope=scope, content="  ", type=res.MEMORY_TYPE_FACT), ["content"]),
+        (
+            pb.RememberRequest(session_id=a.session_id, scope=scope, content="  ", type=res.MEMORY_TYPE_FACT),
+            ["content"],
+        ),
     ]
     for request, paths in cases:
         err = expect_error(lambda: stub.Remember(request, timeout=30))
@@ -180,11 +216,18 @@ def test_s25_form_rules_of_remember(server, stub, scope):
 def test_s61_batch_item_errors_fail_only_their_item(server, stub, scope):
     a = activate(stub, scope, task=claim("record observations"))
     c1, c3 = claim("the queue drains nightly"), claim("we chose postgres for the ledger")
-    resp = stub.Remember(pb.RememberRequest(session_id=a.session_id, scope=scope, memories=[
-        pb.RememberItem(content=c1, type=res.MEMORY_TYPE_FACT),
-        pb.RememberItem(content="   ", type=res.MEMORY_TYPE_FACT),
-        pb.RememberItem(content=c3, type=res.MEMORY_TYPE_DECISION),
-    ]), timeout=30)
+    resp = stub.Remember(
+        pb.RememberRequest(
+            session_id=a.session_id,
+            scope=scope,
+            memories=[
+                pb.RememberItem(content=c1, type=res.MEMORY_TYPE_FACT),
+                pb.RememberItem(content="   ", type=res.MEMORY_TYPE_FACT),
+                pb.RememberItem(content=c3, type=res.MEMORY_TYPE_DECISION),
+            ],
+        ),
+        timeout=30,
+    )
     assert resp.WhichOneof("result") == "batch"
     results = resp.batch.results
     assert [r.index for r in results] == [0, 1, 2]
@@ -203,8 +246,9 @@ def test_s61_batch_item_errors_fail_only_their_item(server, stub, scope):
     # 101 items → the whole call fails on `memories`, nothing stored.
     before = server.snapshot()
     too_many = [pb.RememberItem(content=claim(f"fact {i}"), type=res.MEMORY_TYPE_FACT) for i in range(101)]
-    err = expect_error(lambda: stub.Remember(pb.RememberRequest(session_id=b.session_id, scope=scope,
-                                                                memories=too_many), timeout=30))
+    err = expect_error(
+        lambda: stub.Remember(pb.RememberRequest(session_id=b.session_id, scope=scope, memories=too_many), timeout=30)
+    )
     assert_invalid(err, ["memories"])
     assert server.snapshot() == before
 
@@ -213,13 +257,20 @@ def test_s61_item_errors_name_every_offending_path(server, stub, scope):
     a = activate(stub, scope, task=claim("record observations"))
     # snapshot() drains queued consolidation first, so no lesson of an earlier test lands in between.
     before = server.snapshot()["counts"]
-    resp = stub.Remember(pb.RememberRequest(session_id=a.session_id, scope=scope, memories=[
-        pb.RememberItem(content=claim("fine"), type=res.MEMORY_TYPE_UNSPECIFIED),
-        pb.RememberItem(content=" ", type=res.MEMORY_TYPE_UNSPECIFIED),
-        pb.RememberItem(content="x" * 16385, type=res.MEMORY_TYPE_FACT),
-        pb.RememberItem(content=claim("also fine"), type=99),
-        pb.RememberItem(content="é" * 8192, type=res.MEMORY_TYPE_FACT),  # exactly 16 KiB
-    ]), timeout=30)
+    resp = stub.Remember(
+        pb.RememberRequest(
+            session_id=a.session_id,
+            scope=scope,
+            memories=[
+                pb.RememberItem(content=claim("fine"), type=res.MEMORY_TYPE_UNSPECIFIED),
+                pb.RememberItem(content=" ", type=res.MEMORY_TYPE_UNSPECIFIED),
+                pb.RememberItem(content="x" * 16385, type=res.MEMORY_TYPE_FACT),
+                pb.RememberItem(content=claim("also fine"), type=99),
+                pb.RememberItem(content="é" * 8192, type=res.MEMORY_TYPE_FACT),  # exactly 16 KiB
+            ],
+        ),
+        timeout=30,
+    )
     results = resp.batch.results
     assert [r.WhichOneof("result") for r in results] == ["error", "error", "error", "error", "data"]
     assert "memories[0].type" in results[0].error.message

@@ -10,6 +10,7 @@ Vocabulary note: the memory contents below have pairwise disjoint vocabularies, 
 uses an outcome summary of random tokens, so a cue containing some contents verbatim admits exactly
 those memories (admission floor, 12.1) and never a consolidated lesson.
 """
+
 from __future__ import annotations
 
 import os
@@ -113,11 +114,11 @@ class ReplicaDatabase:
         self.name = url.rsplit("/", 1)[-1]
         self.engine = create_engine(url, poolclass=NullPool)
 
-    def rows(self, stmt) -> list[Any]:  # noqa: ANN001
+    def rows(self, stmt) -> list[Any]:
         with self.engine.connect() as conn:
             return list(conn.execute(stmt))
 
-    def scalar(self, stmt) -> Any:  # noqa: ANN001
+    def scalar(self, stmt) -> Any:
         with self.engine.connect() as conn:
             return conn.execute(stmt).scalar_one()
 
@@ -143,9 +144,11 @@ class ReplicaDatabase:
 
     def lock_waiters(self) -> int:
         """Backends of this database waiting for a heavyweight lock (row or table)."""
-        return self.scalar(text(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = :d AND wait_event_type = 'Lock'"
-        ).bindparams(d=self.name))
+        return self.scalar(
+            text("SELECT count(*) FROM pg_stat_activity WHERE datname = :d AND wait_event_type = 'Lock'").bindparams(
+                d=self.name
+            )
+        )
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -158,20 +161,23 @@ class ReplicaSet:
 
 
 def _launch(exe: str, url: str, cwd: Path, name: str, env_overrides: dict[str, str]) -> Replica:
-    env = {**os.environ, "SLOWAVE_DATABASE_URL": url, "SLOWAVE_LISTEN_ADDR": "127.0.0.1:0",
-           "SLOWAVE_METRICS_ADDR": ""}
+    env = {**os.environ, "SLOWAVE_DATABASE_URL": url, "SLOWAVE_LISTEN_ADDR": "127.0.0.1:0", "SLOWAVE_METRICS_ADDR": ""}
     for key in ("SLOWAVE_SESSION_IDLE_TIMEOUT", "SLOWAVE_DATA_DIR", "SLOWAVE_SEMANTIC"):
         env.pop(key, None)
     env.update(env_overrides)
     cwd.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen([exe], env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [exe], env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     return Replica(name, proc)
 
 
 def _await_ready(replica: Replica) -> None:
-    threading.Thread(target=lambda: replica.lines.extend(iter(replica.proc.stderr.readline, "")),
-                     name=f"{replica.name}-log", daemon=True).start()
+    threading.Thread(
+        target=lambda: replica.lines.extend(iter(replica.proc.stderr.readline, "")),
+        name=f"{replica.name}-log",
+        daemon=True,
+    ).start()
 
     def ready() -> re.Match | None:
         if replica.proc.poll() is not None:
@@ -224,7 +230,7 @@ def together(calls: list[Callable[[], Any]], timeout: float = 180) -> list[Any]:
         try:
             barrier.wait(timeout=90)
             results[i] = calls[i]()
-        except BaseException as exc:  # noqa: BLE001 - returned to the test thread, never swallowed
+        except BaseException as exc:
             results[i] = exc
 
     threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(calls))]
@@ -238,8 +244,11 @@ def together(calls: list[Callable[[], Any]], timeout: float = 180) -> list[Any]:
 
 
 def all_ok(results: list[Any]) -> list[Any]:
-    failures = [(i, details_of(r) if isinstance(r, grpc.RpcError) else r)
-                for i, r in enumerate(results) if isinstance(r, BaseException)]
+    failures = [
+        (i, details_of(r) if isinstance(r, grpc.RpcError) else r)
+        for i, r in enumerate(results)
+        if isinstance(r, BaseException)
+    ]
     assert not failures, f"concurrent calls failed: {failures}"
     return results
 
@@ -249,17 +258,19 @@ def safe_summary() -> str:
     return f"zq{uuid.uuid4().hex[:10]} zr{uuid.uuid4().hex[:10]}."
 
 
-def remember(stub, session_id: str, scope: str, content: str) -> pb.RememberResult:  # noqa: ANN001
-    return stub.Remember(pb.RememberRequest(session_id=session_id, scope=scope, content=content,
-                                            type=res.MEMORY_TYPE_FACT), timeout=CALL_TIMEOUT).memory
+def remember(stub, session_id: str, scope: str, content: str) -> pb.RememberResult:
+    return stub.Remember(
+        pb.RememberRequest(session_id=session_id, scope=scope, content=content, type=res.MEMORY_TYPE_FACT),
+        timeout=CALL_TIMEOUT,
+    ).memory
 
 
-def commit(stub, session_id: str, **kw: Any) -> pb.CommitResponse:  # noqa: ANN001
+def commit(stub, session_id: str, **kw: Any) -> pb.CommitResponse:
     kw.setdefault("outcome_summary", safe_summary())
     return stub.Commit(commit_request(session_id, **kw), timeout=CALL_TIMEOUT)
 
 
-def seed(stub, scope: str, contents: list[str]) -> list[str]:  # noqa: ANN001
+def seed(stub, scope: str, contents: list[str]) -> list[str]:
     """Stores claims through a throwaway session, closed afterwards; returns their memory ids."""
     s = activate(stub, scope, task=f"seeding zs{uuid.uuid4().hex[:10]}", initial_goal="seed")
     ids = [remember(stub, s.session_id, scope, c).memory_id for c in contents]
@@ -268,7 +279,7 @@ def seed(stub, scope: str, contents: list[str]) -> list[str]:  # noqa: ANN001
     return ids
 
 
-def exposing(stub, scope: str, contents: list[str]) -> pb.ActivateResponse:  # noqa: ANN001
+def exposing(stub, scope: str, contents: list[str]) -> pb.ActivateResponse:
     """An Activate whose task contains the contents verbatim: it exposes exactly those memories."""
     return activate(stub, scope, task=" ".join(contents), page_size=10)
 
@@ -277,9 +288,10 @@ def learned(response: pb.ActivateResponse) -> dict[str, float]:
     return {m.memory_id: round(m.ranking.learned, 6) for m in response.memories}
 
 
-def feedback(stub, retrieval_id: str, memory=(), **kw: Any) -> pb.FeedbackRecord:  # noqa: ANN001
-    resp = stub.Feedback(pb.FeedbackRequest(retrieval_id=retrieval_id, memory_feedback=list(memory), **kw),
-                         timeout=CALL_TIMEOUT)
+def feedback(stub, retrieval_id: str, memory=(), **kw: Any) -> pb.FeedbackRecord:
+    resp = stub.Feedback(
+        pb.FeedbackRequest(retrieval_id=retrieval_id, memory_feedback=list(memory), **kw), timeout=CALL_TIMEOUT
+    )
     assert resp.WhichOneof("result") == "record"
     return resp.record
 
@@ -300,8 +312,14 @@ def test_s10_concurrent_commits_through_two_replicas_one_closes_one_updates(repl
         remember(first.stub, act.session_id, scope, "Signing keys live in the hsm partition")
         remember(second.stub, act.session_id, scope, "Key rotation needs two approvers")
         request = commit_request(act.session_id, outcome_summary=safe_summary())
-        results = all_ok(together([lambda: a.stub.Commit(request, timeout=CALL_TIMEOUT),
-                                   lambda: b.stub.Commit(request, timeout=CALL_TIMEOUT)]))
+        results = all_ok(
+            together(
+                [
+                    lambda: a.stub.Commit(request, timeout=CALL_TIMEOUT),
+                    lambda: b.stub.Commit(request, timeout=CALL_TIMEOUT),
+                ]
+            )
+        )
         operations = sorted(r.operation for r in results)
         assert operations == [pb.COMMIT_OPERATION_CLOSED, pb.COMMIT_OPERATION_UPDATED], (round_, results)
         closed = next(r for r in results if r.operation == pb.COMMIT_OPERATION_CLOSED)
@@ -344,29 +362,49 @@ def test_replicas_reapers_of_both_replicas_reap_each_idle_session_exactly_once(r
                 s = activate(replica.stub, scope, task=f"Idle task {round_}-{i}")
                 with_claims.append(s.session_id)
                 try:
-                    replica.stub.Remember(pb.RememberRequest(session_id=s.session_id, scope=scope, memories=[
-                        pb.RememberItem(content=f"Claim {round_}-{i} alpha", type=res.MEMORY_TYPE_FACT),
-                        pb.RememberItem(content=f"Claim {round_}-{i} beta", type=res.MEMORY_TYPE_FACT),
-                    ]), timeout=20)
+                    replica.stub.Remember(
+                        pb.RememberRequest(
+                            session_id=s.session_id,
+                            scope=scope,
+                            memories=[
+                                pb.RememberItem(content=f"Claim {round_}-{i} alpha", type=res.MEMORY_TYPE_FACT),
+                                pb.RememberItem(content=f"Claim {round_}-{i} beta", type=res.MEMORY_TYPE_FACT),
+                            ],
+                        ),
+                        timeout=20,
+                    )
                 except grpc.RpcError as err:
                     # Only if this machine stalled for the whole idle timeout: the session was reaped
                     # first (and may be held by the blocked reaper). The database counts below decide.
-                    assert err.code() == grpc.StatusCode.DEADLINE_EXCEEDED or \
-                        details_of(err).reason == "SESSION_ENDED", details_of(err)
-            wait_until(lambda: rs.db.lock_waiters() >= 1, timeout=90, interval=0.1,
-                       what="a reaper to take idle sessions and wait on the episodes table")
-            without_claims = [activate((b, a)[i % 2].stub, scope, task=f"Quiet task {round_}-{i}").session_id
-                              for i in range(6)]
+                    assert (
+                        err.code() == grpc.StatusCode.DEADLINE_EXCEEDED or details_of(err).reason == "SESSION_ENDED"
+                    ), details_of(err)
+            wait_until(
+                lambda: rs.db.lock_waiters() >= 1,
+                timeout=90,
+                interval=0.1,
+                what="a reaper to take idle sessions and wait on the episodes table",
+            )
+            without_claims = [
+                activate((b, a)[i % 2].stub, scope, task=f"Quiet task {round_}-{i}").session_id for i in range(6)
+            ]
             # Either the other reaper swept while the first held its sessions (it reaps the quiet
             # ones), or both reapers are inside a sweep holding disjoint sessions.
-            wait_until(lambda: rs.db.lock_waiters() >= 2
-                       or set(rs.db.states(without_claims).values()) == {"reaped"},
-                       timeout=90, interval=0.1, what="the second reaper to sweep while the first holds sessions")
+            wait_until(
+                lambda: rs.db.lock_waiters() >= 2 or set(rs.db.states(without_claims).values()) == {"reaped"},
+                timeout=90,
+                interval=0.1,
+                what="the second reaper to sweep while the first holds sessions",
+            )
             holder.rollback()
         round_sessions = with_claims + without_claims
         everyone += round_sessions
-        wait_until(lambda: set(rs.db.states(round_sessions).values()) == {"reaped"}, timeout=90, interval=0.2,
-                   what=f"every idle session of round {round_} to be reaped")
+        wait_until(
+            lambda: set(rs.db.states(round_sessions).values()) == {"reaped"},
+            timeout=90,
+            interval=0.2,
+            what=f"every idle session of round {round_} to be reaped",
+        )
 
     total_claims = 0
     for session_id in everyone:
@@ -380,8 +418,7 @@ def test_replicas_reapers_of_both_replicas_reap_each_idle_session_exactly_once(r
         assert episodes == claims, f"{session_id}: {episodes} episodes from {claims} claims (reaped more than once?)"
     assert total_claims > 0
     # Each session counted once over both reapers' logs, and both replicas did reap.
-    wait_until(lambda: a.reaped() + b.reaped() >= len(everyone), timeout=60,
-               what="both reapers to log their sweeps")
+    wait_until(lambda: a.reaped() + b.reaped() >= len(everyone), timeout=60, what="both reapers to log their sweeps")
     assert a.reaped() + b.reaped() == len(everyone), (a.reaped(), b.reaped(), len(everyone))
     assert a.reaped() > 0 and b.reaped() > 0, (a.reaped(), b.reaped())
 
@@ -446,9 +483,14 @@ def test_replicas_100_concurrent_feedback_calls_on_one_retrieval(replicas):
             assert {rec.session_id for rec in records} == {act.session_id}
 
             # One total order: each call's rows form a block of the ledger.
-            spans = sorted((min(by_event[e].seq for e in rec.accepted_event_ids),
-                            max(by_event[e].seq for e in rec.accepted_event_ids), i)
-                           for i, rec in enumerate(records))
+            spans = sorted(
+                (
+                    min(by_event[e].seq for e in rec.accepted_event_ids),
+                    max(by_event[e].seq for e in rec.accepted_event_ids),
+                    i,
+                )
+                for i, rec in enumerate(records)
+            )
             for (_, end, _), (start, _, _) in zip(spans, spans[1:]):
                 assert end < start, "rows of two concurrent calls interleave in the ledger"
 
@@ -509,10 +551,17 @@ def test_replicas_concurrent_remember_of_one_claim_stores_one_memory(replicas):
             scope = new_scope()
             word = f"w{uuid.uuid4().hex[:8]}"
             claim = f"The staging cluster runs {word} nightly."
-            variants = [claim, f"  {claim.upper()} ", claim.replace(" ", "   "), claim.lower(),
-                        f"\t{claim}\n", claim.title()]
-            sessions = [activate((a, b)[i % 2].stub, scope, task=f"Check the staging cluster {i}").session_id
-                        for i in range(6)]
+            variants = [
+                claim,
+                f"  {claim.upper()} ",
+                claim.replace(" ", "   "),
+                claim.lower(),
+                f"\t{claim}\n",
+                claim.title(),
+            ]
+            sessions = [
+                activate((a, b)[i % 2].stub, scope, task=f"Check the staging cluster {i}").session_id for i in range(6)
+            ]
 
             def call(i: int) -> Callable[[], pb.RememberResult]:
                 stub = stubs[i % 2][1]
@@ -546,8 +595,10 @@ def test_s69_claim_remembered_through_one_replica_is_activated_through_the_other
     rs = replicas()
     a, b = rs.replicas
     scope = new_scope()
-    writer_session = {a.name: activate(a.stub, scope, task="Writer on replica a").session_id,
-                      b.name: activate(b.stub, scope, task="Writer on replica b").session_id}
+    writer_session = {
+        a.name: activate(a.stub, scope, task="Writer on replica a").session_id,
+        b.name: activate(b.stub, scope, task="Writer on replica b").session_id,
+    }
     for round_ in range(10):
         writer, reader = (a, b) if round_ % 2 == 0 else (b, a)
         claim = f"Release train {uuid.uuid4().hex[:10]} departs from platform {round_}."
@@ -569,15 +620,21 @@ def test_s69_concurrent_used_feedback_through_two_replicas_counts_once(replicas)
     try:
         for round_ in range(6):
             scope = new_scope()
-            memory_id, = seed((a, b)[round_ % 2].stub, scope, [DEPLOY])
+            (memory_id,) = seed((a, b)[round_ % 2].stub, scope, [DEPLOY])
             act = exposing((b, a)[round_ % 2].stub, scope, [DEPLOY])
             assert learned(act) == {memory_id: 0.0}
             ended = round_ % 2 == 1
             if ended:  # an implicit row covers it and never blocks a later explicit row (L4)
                 feedback(a.stub, act.retrieval_id, coverage=pb.COVERAGE_COMPLETE)
                 assert commit(b.stub, act.session_id).operation == pb.COMMIT_OPERATION_CLOSED
-            records = all_ok(together([lambda: feedback(stubs[0][1], act.retrieval_id, [used(memory_id)]),
-                                       lambda: feedback(stubs[1][1], act.retrieval_id, [used(memory_id)])]))
+            records = all_ok(
+                together(
+                    [
+                        lambda: feedback(stubs[0][1], act.retrieval_id, [used(memory_id)]),
+                        lambda: feedback(stubs[1][1], act.retrieval_id, [used(memory_id)]),
+                    ]
+                )
+            )
             buckets = sorted((list(r.applied.strengthened), list(r.applied.unchanged)) for r in records)
             assert buckets == [([], [memory_id]), ([memory_id], [])], (round_, buckets)
             assert all(list(r.outstanding.memory_ids) == [] for r in records)
@@ -604,19 +661,35 @@ def test_replicas_feedback_retirement_and_close_through_one_replica_are_seen_by_
         scope = new_scope()
         deploy, python = seed(writer.stub, scope, [DEPLOY, PYTHON])
         act = exposing(writer.stub, scope, [DEPLOY, PYTHON])
-        record = feedback(writer.stub, act.retrieval_id, [
-            used(deploy),
-            pb.MemoryFeedbackEntry(memory_id=python, assessment=pb.MEMORY_ASSESSMENT_STALE,
-                                   stale_reason=pb.STALE_REASON_OUTDATED, reason="replaced by python 3.13"),
-        ])
+        record = feedback(
+            writer.stub,
+            act.retrieval_id,
+            [
+                used(deploy),
+                pb.MemoryFeedbackEntry(
+                    memory_id=python,
+                    assessment=pb.MEMORY_ASSESSMENT_STALE,
+                    stale_reason=pb.STALE_REASON_OUTDATED,
+                    reason="replaced by python 3.13",
+                ),
+            ],
+        )
         assert list(record.applied.strengthened) == [deploy] and list(record.applied.retired) == [python]
         seen = exposing(reader.stub, scope, [DEPLOY, PYTHON])
         assert learned(seen) == {deploy: 0.05}, "the retired memory is gone, the used one has risen"
         closed = commit(writer.stub, act.session_id)
         assert closed.operation == pb.COMMIT_OPERATION_CLOSED
-        err = expect_error(lambda: reader.stub.Remember(pb.RememberRequest(
-            session_id=act.session_id, scope=scope, content="Too late for this session.", type=res.MEMORY_TYPE_FACT),
-            timeout=CALL_TIMEOUT))
+        err = expect_error(
+            lambda: reader.stub.Remember(
+                pb.RememberRequest(
+                    session_id=act.session_id,
+                    scope=scope,
+                    content="Too late for this session.",
+                    type=res.MEMORY_TYPE_FACT,
+                ),
+                timeout=CALL_TIMEOUT,
+            )
+        )
         assert (err.code, err.reason) == (grpc.StatusCode.FAILED_PRECONDITION, "SESSION_ENDED")
         again = commit(reader.stub, act.session_id)
         assert again.operation == pb.COMMIT_OPERATION_UPDATED and again.already_ended

@@ -5,6 +5,7 @@ word with any other memory and is admitted only by a cue that contains it verbat
 floor, spec 12.1). Cues are built from such words only, so they never admit the lessons that
 consolidation derives from the throwaway sessions' outcome summaries ("Task … finished.").
 """
+
 from __future__ import annotations
 
 import math
@@ -16,7 +17,6 @@ from google.protobuf import timestamp_pb2
 
 from slowave.storage import tables
 from tests.support import (
-    remember,
     RetrievalLimits,
     activate,
     assess_all,
@@ -24,6 +24,7 @@ from tests.support import (
     expect_error,
     new_scope,
     pb,
+    remember,
     res,
     seed_memories,
     used,
@@ -39,27 +40,27 @@ def claim(text: str) -> str:
     return " ".join(f"{w}{h}" for w in re.findall(r"[^\W_]+", text))
 
 
-def ids(response) -> list[str]:  # noqa: ANN001
+def ids(response) -> list[str]:
     return [m.memory_id for m in response.memories]
 
 
-def proc_ids(response) -> list[str]:  # noqa: ANN001
+def proc_ids(response) -> list[str]:
     return [p.procedure_id for p in response.procedures]
 
 
-def codes(response) -> list[str]:  # noqa: ANN001
+def codes(response) -> list[str]:
     return [w.code for w in response.warnings]
 
 
-def next_page(stub, session_id: str, scope: str, cursor: str, **kw) -> pb.RecallResponse:  # noqa: ANN001, ANN003
+def next_page(stub, session_id: str, scope: str, cursor: str, **kw) -> pb.RecallResponse:
     return stub.Recall(pb.RecallRequest(session_id=session_id, scope=scope, continue_from=cursor, **kw), timeout=30)
 
 
-def fresh_recall(stub, session_id: str, scope: str, query: str, **kw) -> pb.RecallResponse:  # noqa: ANN001, ANN003
+def fresh_recall(stub, session_id: str, scope: str, query: str, **kw) -> pb.RecallResponse:
     return stub.Recall(pb.RecallRequest(session_id=session_id, scope=scope, query=query, **kw), timeout=30)
 
 
-def all_pages(stub, session_id: str, scope: str, first) -> list:  # noqa: ANN001
+def all_pages(stub, session_id: str, scope: str, first) -> list:
     """The first page plus every continuation page, in order."""
     pages = [first]
     while pages[-1].more_available:
@@ -71,35 +72,48 @@ def all_pages(stub, session_id: str, scope: str, first) -> list:  # noqa: ANN001
     return pages
 
 
-def remember_many(stub, scope: str, items: list[tuple[str, int]]) -> list[str]:  # noqa: ANN001
+def remember_many(stub, scope: str, items: list[tuple[str, int]]) -> list[str]:
     """Stores (content, type) claims through a throwaway session (closed afterwards)."""
     a = activate(stub, scope, task=claim("seeding typed claims"), initial_goal="seed")
     out = []
     for content, type_ in items:
-        r = stub.Remember(pb.RememberRequest(session_id=a.session_id, scope=scope, content=content, type=type_), timeout=30)
+        r = stub.Remember(
+            pb.RememberRequest(session_id=a.session_id, scope=scope, content=content, type=type_), timeout=30
+        )
         out.append(r.memory.memory_id)
     assess_all(stub, a)
     commit(stub, a.session_id)
     return out
 
 
-def seed_procedure(stub, scope: str, goal: str, *, summary: str = "", steps: list[str] | None = None,  # noqa: ANN001
-                   caveats: list[str] | None = None, outcome: int = res.OUTCOME_SUCCESS,
-                   status: int = res.VERIFICATION_STATUS_VERIFIED) -> str:
+def seed_procedure(
+    stub,
+    scope: str,
+    goal: str,
+    *,
+    summary: str = "",
+    steps: list[str] | None = None,
+    caveats: list[str] | None = None,
+    outcome: int = res.OUTCOME_SUCCESS,
+    status: int = res.VERIFICATION_STATUS_VERIFIED,
+) -> str:
     """Commits a procedure with this goal from a throwaway session; returns its id."""
     a = activate(stub, scope, task=claim("capture a reusable method"), initial_goal="capture")
     assess_all(stub, a)
     c = commit(
-        stub, a.session_id, outcome=outcome,
+        stub,
+        a.session_id,
+        outcome=outcome,
         verification=pb.Verification(status=status, summary="Checked by hand."),
-        procedure=pb.CommitProcedure(goal=goal, summary=summary or None, steps=steps or [claim("run the method")],
-                                     caveats=caveats or []),
+        procedure=pb.CommitProcedure(
+            goal=goal, summary=summary or None, steps=steps or [claim("run the method")], caveats=caveats or []
+        ),
     )
     assert c.procedure_id == f"proc_{a.session_id}"
     return c.procedure_id
 
 
-def assert_invalid(err, paths: list[str]) -> None:  # noqa: ANN001
+def assert_invalid(err, paths: list[str]) -> None:
     assert err.code == grpc.StatusCode.INVALID_ARGUMENT, err
     assert err.has_error_info and err.domain == "slowave.ai" and err.reason == "INVALID_INPUT"
     assert err.metadata == {"code": "invalid_input", "retryable": "false"}
@@ -120,7 +134,9 @@ def assert_only_touched(before: dict, after: dict, session_id: str) -> None:
         if sid != session_id:
             assert a[sid] == b[sid], f"session {sid} changed"
         else:
-            assert [v for i, v in enumerate(a[sid]) if i not in mutable] == [v for i, v in enumerate(b[sid]) if i not in mutable]
+            assert [v for i, v in enumerate(a[sid]) if i not in mutable] == [
+                v for i, v in enumerate(b[sid]) if i not in mutable
+            ]
 
 
 def page_counts(sizes: list[int], max_items: int, budget: int) -> list[int]:
@@ -138,7 +154,7 @@ def page_counts(sizes: list[int], max_items: int, budget: int) -> list[int]:
     return counts
 
 
-def seven_memories(stub, scope: str) -> tuple[list[str], list[str], str]:  # noqa: ANN001
+def seven_memories(stub, scope: str) -> tuple[list[str], list[str], str]:
     contents = [claim(f"cache shard {i} is pinned to rack {i}") for i in range(7)]
     memory_ids = seed_memories(stub, scope, contents)
     return contents, memory_ids, " ".join(contents)
@@ -250,8 +266,11 @@ def test_s20_recall_modes_are_exclusive(server, stub, scope):
     assert a.HasField("continue_from")
 
     before = server.snapshot()
-    both = expect_error(lambda: stub.Recall(pb.RecallRequest(
-        session_id=a.session_id, scope=scope, continue_from=a.continue_from, query=cue), timeout=30))
+    both = expect_error(
+        lambda: stub.Recall(
+            pb.RecallRequest(session_id=a.session_id, scope=scope, continue_from=a.continue_from, query=cue), timeout=30
+        )
+    )
     assert_invalid(both, ["query"])
     neither = expect_error(lambda: stub.Recall(pb.RecallRequest(session_id=a.session_id, scope=scope), timeout=30))
     assert_invalid(neither, [""])
@@ -263,22 +282,35 @@ def test_s20_continuation_forbids_every_fresh_field(server, stub, scope):
     contents, memory_ids, cue = seven_memories(stub, scope)
     a = activate(stub, scope, task=cue, page_size=2)
     before = server.snapshot()
-    req = pb.RecallRequest(session_id=a.session_id, scope=scope, continue_from=a.continue_from, query=cue,
-                           page_size=3, semantic_context="more", evidence_mode=res.EVIDENCE_MODE_FULL)
+    req = pb.RecallRequest(
+        session_id=a.session_id,
+        scope=scope,
+        continue_from=a.continue_from,
+        query=cue,
+        page_size=3,
+        semantic_context="more",
+        evidence_mode=res.EVIDENCE_MODE_FULL,
+    )
     req.task_context.update({"env": "staging"})
     err = expect_error(lambda: stub.Recall(req, timeout=30))
     assert err.code == grpc.StatusCode.INVALID_ARGUMENT and err.reason == "INVALID_INPUT"
     assert sorted(err.paths) == ["evidence_mode", "page_size", "query", "semantic_context", "task_context"]
     # A blank query is a violation on `query`; a blank cursor counts as absent.
     assert_invalid(expect_error(lambda: fresh_recall(stub, a.session_id, scope, "   ")), ["query"])
-    assert_invalid(expect_error(lambda: stub.Recall(pb.RecallRequest(
-        session_id=a.session_id, scope=scope, continue_from="  "), timeout=30)), [""])
+    assert_invalid(
+        expect_error(
+            lambda: stub.Recall(pb.RecallRequest(session_id=a.session_id, scope=scope, continue_from="  "), timeout=30)
+        ),
+        [""],
+    )
     assert server.snapshot() == before
 
     # REFERENCES is allowed on a continuation; a blank cursor with a query is a fresh recall.
     page = next_page(stub, a.session_id, scope, a.continue_from, evidence_mode=res.EVIDENCE_MODE_REFERENCES)
     assert page.retrieval_id == a.retrieval_id
-    fresh = stub.Recall(pb.RecallRequest(session_id=a.session_id, scope=scope, continue_from=" ", query=cue), timeout=30)
+    fresh = stub.Recall(
+        pb.RecallRequest(session_id=a.session_id, scope=scope, continue_from=" ", query=cue), timeout=30
+    )
     assert fresh.retrieval_id.startswith("rec_") and fresh.retrieval_id != a.retrieval_id
 
 
@@ -359,8 +391,10 @@ def test_s22_continuation_items_join_the_originating_retrieval(server, stub, sco
     assert_only_touched(before, server.snapshot(), a.session_id)
 
     for retrieval, page in ((a, a2), (r, r2)):
-        f = stub.Feedback(pb.FeedbackRequest(retrieval_id=retrieval.retrieval_id,
-                                             memory_feedback=[used(m) for m in ids(page)]), timeout=30)
+        f = stub.Feedback(
+            pb.FeedbackRequest(retrieval_id=retrieval.retrieval_id, memory_feedback=[used(m) for m in ids(page)]),
+            timeout=30,
+        )
         assert list(f.record.rejected) == [] and list(f.record.outstanding.memory_ids) == []
     assert commit(stub, a.session_id).operation == pb.COMMIT_OPERATION_CLOSED
 
@@ -379,9 +413,20 @@ def test_s68_memory_retired_between_pages_is_still_served(server, stub, scope):
     # Another session retires it before the second page is read.
     b = activate(stub, scope, task=target_content)
     assert ids(b) == [target]
-    f = stub.Feedback(pb.FeedbackRequest(retrieval_id=b.retrieval_id, memory_feedback=[pb.MemoryFeedbackEntry(
-        memory_id=target, assessment=pb.MEMORY_ASSESSMENT_STALE, stale_reason=pb.STALE_REASON_OUTDATED,
-        reason="no longer true")]), timeout=30)
+    f = stub.Feedback(
+        pb.FeedbackRequest(
+            retrieval_id=b.retrieval_id,
+            memory_feedback=[
+                pb.MemoryFeedbackEntry(
+                    memory_id=target,
+                    assessment=pb.MEMORY_ASSESSMENT_STALE,
+                    stale_reason=pb.STALE_REASON_OUTDATED,
+                    reason="no longer true",
+                )
+            ],
+        ),
+        timeout=30,
+    )
     assert list(f.record.applied.retired) == [target]
     assert commit(stub, b.session_id).operation == pb.COMMIT_OPERATION_CLOSED
 
@@ -419,7 +464,7 @@ def test_retrieval_continuation_pages_inherit_page_size(server, stub, scope):
 
 
 def test_retrieval_accessible_field_describes_what_remains(server, stub, scope):
-    T = res  # noqa: N806
+    T = res
     items = [
         (claim("the queue drains every night"), T.MEMORY_TYPE_FACT),
         (claim("we chose postgres for the ledger because of row locks"), T.MEMORY_TYPE_DECISION),
@@ -435,7 +480,12 @@ def test_retrieval_accessible_field_describes_what_remains(server, stub, scope):
     for i in range(4):
         goal, summary = claim(f"reindex the archive variant {i}"), claim(f"walk the shards variant {i}")
         steps, caveats = [claim("stop writers"), claim("rebuild the index")], [claim("takes an hour")]
-        procs[seed_procedure(stub, scope, goal, summary=summary, steps=steps, caveats=caveats)] = [goal, summary, *steps, *caveats]
+        procs[seed_procedure(stub, scope, goal, summary=summary, steps=steps, caveats=caveats)] = [
+            goal,
+            summary,
+            *steps,
+            *caveats,
+        ]
     cue = " ".join([c for c, _ in items] + [texts[0] for texts in procs.values()])
 
     a = activate(stub, scope, task=cue, page_size=2)
@@ -448,8 +498,9 @@ def test_retrieval_accessible_field_describes_what_remains(server, stub, scope):
         # Characters of the rendered content: a memory's served content; a procedure's goal,
         # summary, steps and caveats (the texts that make up its size, spec 5.4).
         chars = sum(len(content_of[m]) for m in rest_m) + sum(len("".join(procs[p])) for p in rest_p)
-        return res.AccessibleField(extra_candidates=len(rest_m) + len(rest_p), kinds=kinds,
-                                   approx_extra_tokens=math.ceil(chars / 4))
+        return res.AccessibleField(
+            extra_candidates=len(rest_m) + len(rest_p), kinds=kinds, approx_extra_tokens=math.ceil(chars / 4)
+        )
 
     served_m, served_p = set(ids(a)), set(proc_ids(a))
     assert a.accessible_field == expected(served_m, served_p)
@@ -503,7 +554,7 @@ def test_retrieval_procedure_page_budget(server, stub, scope):
     served = [p for page in pages for p in page.procedures]
     assert len({p.procedure_id for p in served}) == 5
 
-    def size(p) -> int:  # noqa: ANN001
+    def size(p) -> int:
         return sum(len(t.encode("utf-8")) for t in [p.goal, p.summary, *p.steps, *p.caveats])
 
     assert [len(page.procedures) for page in pages] == page_counts([size(p) for p in served], 3, budget)
@@ -545,8 +596,12 @@ def test_retrieval_evidence_records_full_mode(server, stub, scope):
     text = claim("the nightly build needs the service token")
     occurred = timestamp_pb2.Timestamp(seconds=1_700_000_000)
     a = activate(stub, scope, task=claim("collect facts"))
-    r = stub.Remember(pb.RememberRequest(session_id=a.session_id, scope=scope, content=text,
-                                         type=res.MEMORY_TYPE_FACT, occurred_at=occurred), timeout=30).memory
+    r = stub.Remember(
+        pb.RememberRequest(
+            session_id=a.session_id, scope=scope, content=text, type=res.MEMORY_TYPE_FACT, occurred_at=occurred
+        ),
+        timeout=30,
+    ).memory
     assess_all(stub, a)
     assert commit(stub, a.session_id).episodes_formed == 1
 
@@ -569,8 +624,12 @@ def test_retrieval_evidence_records_full_mode(server, stub, scope):
     assert not any(e.HasField("content") for e in refs.evidence)
 
     # Evidence records are not feedback targets.
-    f = stub.Feedback(pb.FeedbackRequest(retrieval_id=full.retrieval_id, memory_feedback=[
-        used(r.source_event_id), used(episode.evidence_id)]), timeout=30)
+    f = stub.Feedback(
+        pb.FeedbackRequest(
+            retrieval_id=full.retrieval_id, memory_feedback=[used(r.source_event_id), used(episode.evidence_id)]
+        ),
+        timeout=30,
+    )
     assert [x.reason for x in f.record.rejected] == ["target_not_exposed", "target_not_exposed"]
     assert list(f.record.outstanding.memory_ids) == [r.memory_id]
 
@@ -591,8 +650,13 @@ def test_retrieval_evidence_content_truncated_at_1000_characters(server, stub, s
 def test_retrieval_evidence_truncated_beyond_eight_records(server, stub, scope):
     text = claim("the staging cluster runs three nodes")
     a = activate(stub, scope, task=claim("collect facts"))
-    results = [stub.Remember(pb.RememberRequest(session_id=a.session_id, scope=scope, content=text,
-                                                type=res.MEMORY_TYPE_FACT), timeout=30).memory for _ in range(5)]
+    results = [
+        stub.Remember(
+            pb.RememberRequest(session_id=a.session_id, scope=scope, content=text, type=res.MEMORY_TYPE_FACT),
+            timeout=30,
+        ).memory
+        for _ in range(5)
+    ]
     assert [x.disposition for x in results] == [pb.DISPOSITION_CREATED] + [pb.DISPOSITION_MATCHED] * 4
     assess_all(stub, a)
     assert commit(stub, a.session_id).episodes_formed == 5
@@ -607,8 +671,9 @@ def test_retrieval_continuation_warnings_only_failed_procedure(server, stub, sco
     goals = [claim(f"rebuild the search index variant {i}") for i in range(4)]
     for g in goals[:3]:
         seed_procedure(stub, scope, g)
-    failed = seed_procedure(stub, scope, goals[3], outcome=res.OUTCOME_FAILURE,
-                            status=res.VERIFICATION_STATUS_UNVERIFIED)
+    failed = seed_procedure(
+        stub, scope, goals[3], outcome=res.OUTCOME_FAILURE, status=res.VERIFICATION_STATUS_UNVERIFIED
+    )
     gap = claim("how long the index rebuild takes")
     probe = activate(stub, scope, task=claim("probe the index"))
     stub.Feedback(pb.FeedbackRequest(retrieval_id=probe.retrieval_id, missing=[gap]), timeout=30)
@@ -672,16 +737,24 @@ def test_retrieval_continuation_shows_updated_procedure(server, stub, scope):
     # The failure procedure ranks last (spec 12.4 penalty), so it waits on page two.
     s = activate(stub, scope, task=claim("capture a reusable method"))
     assess_all(stub, s)
-    failed = commit(stub, s.session_id, outcome=res.OUTCOME_FAILURE,
-                    verification=pb.Verification(status=res.VERIFICATION_STATUS_UNVERIFIED, summary="not run"),
-                    procedure=pb.CommitProcedure(goal=goals[3], summary=claim("old approach"),
-                                                 steps=[claim("old step")])).procedure_id
+    failed = commit(
+        stub,
+        s.session_id,
+        outcome=res.OUTCOME_FAILURE,
+        verification=pb.Verification(status=res.VERIFICATION_STATUS_UNVERIFIED, summary="not run"),
+        procedure=pb.CommitProcedure(goal=goals[3], summary=claim("old approach"), steps=[claim("old step")]),
+    ).procedure_id
     a = activate(stub, scope, task=" ".join(goals))
     assert failed not in proc_ids(a) and a.more_available
 
     new_summary, new_steps = claim("new approach"), [claim("new step one"), claim("new step two")]
-    u = commit(stub, s.session_id, outcome=res.OUTCOME_SUCCESS, outcome_summary=claim("it worked after all"),
-               procedure=pb.CommitProcedure(goal=goals[3], summary=new_summary, steps=new_steps))
+    u = commit(
+        stub,
+        s.session_id,
+        outcome=res.OUTCOME_SUCCESS,
+        outcome_summary=claim("it worked after all"),
+        procedure=pb.CommitProcedure(goal=goals[3], summary=new_summary, steps=new_steps),
+    )
     assert u.operation == pb.COMMIT_OPERATION_UPDATED and u.procedure_id == failed
 
     page = next_page(stub, a.session_id, scope, a.continue_from)
@@ -717,9 +790,20 @@ def test_s19_scope_with_only_retired_memories_is_cold(server, stub, scope):
     memory_id = remember(stub, a.session_id, scope, text).memory_id
     b = activate(stub, scope, task=text)
     assert b.memory_state == res.MEMORY_STATE_AVAILABLE and ids(b) == [memory_id]
-    stub.Feedback(pb.FeedbackRequest(retrieval_id=b.retrieval_id, memory_feedback=[pb.MemoryFeedbackEntry(
-        memory_id=memory_id, assessment=pb.MEMORY_ASSESSMENT_STALE, stale_reason=pb.STALE_REASON_WITHDRAWN,
-        reason="retracted")]), timeout=30)
+    stub.Feedback(
+        pb.FeedbackRequest(
+            retrieval_id=b.retrieval_id,
+            memory_feedback=[
+                pb.MemoryFeedbackEntry(
+                    memory_id=memory_id,
+                    assessment=pb.MEMORY_ASSESSMENT_STALE,
+                    stale_reason=pb.STALE_REASON_WITHDRAWN,
+                    reason="retracted",
+                )
+            ],
+        ),
+        timeout=30,
+    )
     c = activate(stub, scope, task=text)
     assert c.memory_state == res.MEMORY_STATE_COLD_START and not c.memories
 
@@ -729,10 +813,12 @@ def test_retrieval_unserved_catalog_items_are_not_exposed(server, stub, scope):
     a = activate(stub, scope, task=cue)
     unserved = [m for m in memory_ids if m not in ids(a)]
     assert len(unserved) == 2 and a.accessible_field.extra_candidates == 2
-    f = stub.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id,
-                                         memory_feedback=[used(m) for m in unserved]), timeout=30)
+    f = stub.Feedback(
+        pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=[used(m) for m in unserved]), timeout=30
+    )
     assert [(x.target_id, x.reason, x.field) for x in f.record.rejected] == [
-        (m, "target_not_exposed", "memory_id") for m in unserved]
+        (m, "target_not_exposed", "memory_id") for m in unserved
+    ]
     assert list(f.record.outstanding.memory_ids) == ids(a)  # exposure order = rank order
     err = expect_error(lambda: commit(stub, a.session_id))
     assert [(o.retrieval_id, list(o.memory_ids)) for o in err.outstanding] == [(a.retrieval_id, ids(a))]
@@ -743,15 +829,19 @@ def test_retrieval_cursor_is_trimmed_and_bounded(server, stub, scope):
     a = activate(stub, scope, task=cue, page_size=2)
     assert a.continue_from.startswith("cur_") and len(a.continue_from) == 36
     plain = next_page(stub, a.session_id, scope, a.continue_from)
-    padded = stub.Recall(pb.RecallRequest(session_id=f" {a.session_id} ", scope=f" {scope} ",
-                                          continue_from=f"  {a.continue_from}\t"), timeout=30)
+    padded = stub.Recall(
+        pb.RecallRequest(session_id=f" {a.session_id} ", scope=f" {scope} ", continue_from=f"  {a.continue_from}\t"),
+        timeout=30,
+    )
     assert padded == plain  # identifiers and scope are trimmed (spec 3.2, 3.3)
     before = server.snapshot()
     assert_invalid(expect_error(lambda: next_page(stub, a.session_id, scope, "c" * 257)), ["continue_from"])
-    assert_invalid(expect_error(lambda: next_page(stub, a.session_id, scope, a.continue_from, evidence_mode=7)),
-                   ["evidence_mode"])
-    assert_invalid(expect_error(lambda: fresh_recall(stub, a.session_id, scope, cue, evidence_mode=7)),
-                   ["evidence_mode"])
+    assert_invalid(
+        expect_error(lambda: next_page(stub, a.session_id, scope, a.continue_from, evidence_mode=7)), ["evidence_mode"]
+    )
+    assert_invalid(
+        expect_error(lambda: fresh_recall(stub, a.session_id, scope, cue, evidence_mode=7)), ["evidence_mode"]
+    )
     assert server.snapshot() == before
 
 

@@ -4,14 +4,16 @@ A scope of ordinary project memories, asked ordinary questions. Each rule of the
 that an agent relies on has a test here; the benchmarks (bench/locomo.py, bench/quality.py)
 measure how well the rules work together.
 """
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from google.protobuf import timestamp_pb2
 
 from tests.support import activate, assess_all, commit, pb, res
+
 
 @pytest.fixture
 def server(hybrid_server):
@@ -43,7 +45,7 @@ PROJECT = [
 ]
 
 
-def _store(stub, scope: str, contents: list[str], occurred: list[datetime | None] | None = None) -> list[str]:  # noqa: ANN001
+def _store(stub, scope: str, contents: list[str], occurred: list[datetime | None] | None = None) -> list[str]:
     """Stores the claims, in order, in one session (one batch), then closes it."""
     a = activate(stub, scope, task="seeding project memories", initial_goal="seed")
     items = []
@@ -60,7 +62,7 @@ def _store(stub, scope: str, contents: list[str], occurred: list[datetime | None
     return [x.data.memory_id for x in r.batch.results]
 
 
-def _ask(stub, scope: str, question: str) -> list[str]:  # noqa: ANN001
+def _ask(stub, scope: str, question: str) -> list[str]:
     return [m.content for m in activate(stub, scope, task=question).memories]
 
 
@@ -93,10 +95,15 @@ def test_session_context_finds_a_memory_by_the_claims_stored_before_it(stub, sco
     # The later claim says "It" for the canary rollout that the claim before it names. A memory of
     # another session with the same terms, stored earlier (so it would win a tie), ranks below it.
     _store(stub, scope, ["The checkout smoke test failed twice."])
-    _store(stub, scope, ["We started the canary rollout of the ledger service on Monday.",
-                         "It failed the checkout smoke test twice."])
+    _store(
+        stub,
+        scope,
+        ["We started the canary rollout of the ledger service on Monday.", "It failed the checkout smoke test twice."],
+    )
     found = _ask(stub, scope, "Which smoke test did the ledger canary rollout fail?")
-    assert found.index("It failed the checkout smoke test twice.") < found.index("The checkout smoke test failed twice.")
+    assert found.index("It failed the checkout smoke test twice.") < found.index(
+        "The checkout smoke test failed twice."
+    )
 
 
 def test_session_context_never_admits_a_memory_alone(stub, scope):
@@ -106,30 +113,43 @@ def test_session_context_never_admits_a_memory_alone(stub, scope):
 
 
 def test_memories_carry_created_at_and_occurred_at(stub, scope):
-    when = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
-    before = datetime.now(timezone.utc)
-    _store(stub, scope, ["The quarterly planning happened in the Lisbon office.", "The Lisbon office has a rooftop."],
-           [when, None])
+    when = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    before = datetime.now(UTC)
+    _store(
+        stub,
+        scope,
+        ["The quarterly planning happened in the Lisbon office.", "The Lisbon office has a rooftop."],
+        [when, None],
+    )
     memories = {m.content: m for m in activate(stub, scope, task="What about the Lisbon office?").memories}
-    dated, undated = memories["The quarterly planning happened in the Lisbon office."], memories["The Lisbon office has a rooftop."]
-    assert dated.occurred_at.ToDatetime(tzinfo=timezone.utc) == when
+    dated, undated = (
+        memories["The quarterly planning happened in the Lisbon office."],
+        memories["The Lisbon office has a rooftop."],
+    )
+    assert dated.occurred_at.ToDatetime(tzinfo=UTC) == when
     assert not undated.HasField("occurred_at")
     for m in (dated, undated):
-        created = m.created_at.ToDatetime(tzinfo=timezone.utc)
-        assert before.replace(microsecond=0) <= created.replace(microsecond=0) <= datetime.now(timezone.utc)
+        created = m.created_at.ToDatetime(tzinfo=UTC)
+        assert before.replace(microsecond=0) <= created.replace(microsecond=0) <= datetime.now(UTC)
 
 
 def test_the_occurred_dates_words_are_searchable(stub, scope):
-    _store(stub, scope, ["The team offsite took place in Porto.", "Porto has good coffee."],
-           [datetime(2024, 6, 12, tzinfo=timezone.utc), None])
+    _store(
+        stub,
+        scope,
+        ["The team offsite took place in Porto.", "Porto has good coffee."],
+        [datetime(2024, 6, 12, tzinfo=UTC), None],
+    )
     assert _ask(stub, scope, "What happened in June 2024?") == ["The team offsite took place in Porto."]
 
 
 def test_a_cue_naming_a_date_prefers_memories_that_occurred_then(stub, scope):
-    may, june = datetime(2023, 5, 20, tzinfo=timezone.utc), datetime(2023, 6, 20, tzinfo=timezone.utc)
+    may, june = datetime(2023, 5, 20, tzinfo=UTC), datetime(2023, 6, 20, tzinfo=UTC)
     contents = ["Caroline went to the support group meeting.", "Caroline went to the support group meeting again."]
     _store(stub, scope, contents, [june, may])
-    for cue, first in [("When did Caroline go to the support group in May 2023?", contents[1]),
-                       ("When did Caroline go to the support group in June?", contents[0]),
-                       ("Did Caroline go to the support group on 20 June 2023?", contents[0])]:
+    for cue, first in [
+        ("When did Caroline go to the support group in May 2023?", contents[1]),
+        ("When did Caroline go to the support group in June?", contents[0]),
+        ("Did Caroline go to the support group on 20 June 2023?", contents[0]),
+    ]:
         assert _ask(stub, scope, cue)[0] == first, cue

@@ -1,6 +1,7 @@
 """The Python SDK (slowave_client) against real servers: cycles, typed errors, retries, deadlines,
 API keys and TLS. Stand-in servers are used only where the real one cannot be made to misbehave
 on demand (a hanging handler, a scripted UNAVAILABLE) or to show what a client sent."""
+
 from __future__ import annotations
 
 import asyncio
@@ -71,17 +72,25 @@ def test_full_cycle_with_the_blocking_client(server: Server, scope: str):
         assert memory.health("slowave.v1.MemoryService") == "serving"
         assert memory.health("no.such.Service") == "service_unknown"
 
-        first = memory.activate("Find out why staging deploys time out", "Diagnose staging timeouts", scope,
-                                task_context={"env": "staging", "retries": 3})
+        first = memory.activate(
+            "Find out why staging deploys time out",
+            "Diagnose staging timeouts",
+            scope,
+            task_context={"env": "staging", "retries": 3},
+        )
         assert first.session_id.startswith("sess_") and first.retrieval_id.startswith("ctx_")
         assert first.memory_state == "cold_start" and first.memories == ()
-        stored = memory.remember(first.session_id, scope, claim, "fact",
-                                 occurred_at=datetime.datetime.now(datetime.timezone.utc))
+        stored = memory.remember(
+            first.session_id, scope, claim, "fact", occurred_at=datetime.datetime.now(datetime.UTC)
+        )
         assert (stored.disposition, stored.type, stored.scope) == ("created", "fact", scope)
         again = memory.remember(first.session_id, scope, claim.upper(), "fact")
         assert again.disposition == "matched" and again.memory_id == stored.memory_id
-        batch = memory.remember_batch(first.session_id, scope, [(f"Decision for {scope}: use blue-green.", "decision"),
-                                                                {"content": "  ", "type": "fact"}])
+        batch = memory.remember_batch(
+            first.session_id,
+            scope,
+            [(f"Decision for {scope}: use blue-green.", "decision"), {"content": "  ", "type": "fact"}],
+        )
         assert [item.ok for item in batch] == [True, False]
         assert batch[0].data.type == "decision" and batch[1].error.code == "invalid_input"
         done = memory.commit(first.session_id, "Diagnose staging timeouts", "success", summary(), VERIFIED)
@@ -97,18 +106,24 @@ def test_full_cycle_with_the_blocking_client(server: Server, scope: str):
             memory.commit(second.session_id, "Configure the health check", "success", summary(), VERIFIED)
         assert refused.value.code == "incomplete_feedback" and refused.value.retryable
         assert [(o.retrieval_id, list(o.memory_ids)) for o in refused.value.outstanding] == [
-            (second.retrieval_id, exposed)]
+            (second.retrieval_id, exposed)
+        ]
 
-        record = memory.feedback(second.retrieval_id, {stored.memory_id: "used"}, coverage="complete",
-                                 missing=["the staging probe interval"])
+        record = memory.feedback(
+            second.retrieval_id, {stored.memory_id: "used"}, coverage="complete", missing=["the staging probe interval"]
+        )
         assert record.coverage == "complete" and record.rejected == ()
         assert record.applied.strengthened == (stored.memory_id,)
         assert record.outstanding.memory_ids == () and record.missing == ("the staging probe interval",)
-        closed = memory.commit(second.session_id, "Configure the health check", "success", summary(), VERIFIED,
-                               procedure={"summary": "Probe port 8443", "steps": ["curl :8443/health"],
-                                          "context": {"env": "staging"}},
-                               trajectory=[{"kind": "action", "summary": "Pointed the probe at 8443",
-                                            "status": "succeeded"}])
+        closed = memory.commit(
+            second.session_id,
+            "Configure the health check",
+            "success",
+            summary(),
+            VERIFIED,
+            procedure={"summary": "Probe port 8443", "steps": ["curl :8443/health"], "context": {"env": "staging"}},
+            trajectory=[{"kind": "action", "summary": "Pointed the probe at 8443", "status": "succeeded"}],
+        )
         assert closed.operation == "closed" and closed.procedure_id == f"proc_{second.session_id}"
 
 
@@ -116,8 +131,9 @@ def test_recall_pages_through_a_catalog(server: Server, scope: str):
     words = f"pagination-{uuid.uuid4().hex[:6]}"
     with Client(server.address) as memory:
         seed = memory.activate("seed", "seed", scope)
-        results = memory.remember_batch(seed.session_id, scope,
-                                        [(f"Fact {i} about {words} in the build system.", "fact") for i in range(4)])
+        results = memory.remember_batch(
+            seed.session_id, scope, [(f"Fact {i} about {words} in the build system.", "fact") for i in range(4)]
+        )
         assert all(r.ok for r in results)
         memory.commit(seed.session_id, "seed", "success", summary(), VERIFIED)
 
@@ -128,8 +144,12 @@ def test_recall_pages_through_a_catalog(server: Server, scope: str):
         second = memory.recall(task.session_id, scope, continue_from=first.continue_from)
         assert second.retrieval_id == first.retrieval_id
         assert second.memories and second.memories[0].memory_id != first.memories[0].memory_id
-        memory.feedback_batch([{"retrieval_id": task.retrieval_id, "coverage": "complete"},
-                               {"retrieval_id": first.retrieval_id, "coverage": "complete"}])
+        memory.feedback_batch(
+            [
+                {"retrieval_id": task.retrieval_id, "coverage": "complete"},
+                {"retrieval_id": first.retrieval_id, "coverage": "complete"},
+            ]
+        )
         assert memory.commit(task.session_id, "Look up", "partial", summary(), VERIFIED).outcome == "partial"
 
 
@@ -141,7 +161,9 @@ def test_full_cycle_with_the_asyncio_client(server: Server, scope: str):
             assert await memory.health() == "serving"
             first = await memory.activate("Schedule the nightly job", "Schedule it", scope)
             stored = await memory.remember(first.session_id, scope, claim, "fact")
-            batch = await memory.remember_batch(first.session_id, scope, [("Retries are capped at three.", "constraint")])
+            batch = await memory.remember_batch(
+                first.session_id, scope, [("Retries are capped at three.", "constraint")]
+            )
             assert batch[0].ok and batch[0].data.type == "constraint"
             await memory.commit(first.session_id, "Schedule it", "success", summary(), VERIFIED)
 
@@ -152,11 +174,16 @@ def test_full_cycle_with_the_asyncio_client(server: Server, scope: str):
             with pytest.raises(IncompleteFeedbackError) as refused:
                 await memory.commit(second.session_id, "Move it", "success", summary(), VERIFIED)
             assert {o.retrieval_id for o in refused.value.outstanding} == {second.retrieval_id, fresh.retrieval_id}
-            results = await memory.feedback_batch([
-                {"retrieval_id": second.retrieval_id, "memory_feedback": {stored.memory_id: "used"},
-                 "coverage": "complete"},
-                {"retrieval_id": fresh.retrieval_id, "coverage": "complete"},
-            ])
+            results = await memory.feedback_batch(
+                [
+                    {
+                        "retrieval_id": second.retrieval_id,
+                        "memory_feedback": {stored.memory_id: "used"},
+                        "coverage": "complete",
+                    },
+                    {"retrieval_id": fresh.retrieval_id, "coverage": "complete"},
+                ]
+            )
             assert [r.ok for r in results] == [True, True]
             await memory.feedback(fresh.retrieval_id, retrieval_quality="good enough")
             done = await memory.commit(second.session_id, "Move it", "success", summary(), VERIFIED)
@@ -182,15 +209,25 @@ def test_invalid_remember_raises_field_violations_and_stores_nothing(server: Ser
         assert sorted(v.field for v in bad.value.field_violations) == ["content", "type"]
         assert all(v.description for v in bad.value.field_violations)
         with pytest.raises(InvalidArgument) as trajectory:
-            memory.commit(task.session_id, "g", "success", summary(), VERIFIED,
-                          trajectory=[{"kind": "action", "summary": "ok"}, {"kind": "action", "summary": " "}])
+            memory.commit(
+                task.session_id,
+                "g",
+                "success",
+                summary(),
+                VERIFIED,
+                trajectory=[{"kind": "action", "summary": "ok"}, {"kind": "action", "summary": " "}],
+            )
         assert [v.field for v in trajectory.value.field_violations] == ["trajectory[1].summary"]
         assert server.snapshot() == before
         with pytest.raises(InvalidRequest):  # caught by the SDK: nothing is sent
             memory.remember(task.session_id, scope, "x", "rumour")
         with pytest.raises(ResourceExhausted) as oversized:  # refused by gRPC itself (spec 4.1)
             memory.remember(task.session_id, scope, "x" * (9 * 1024 * 1024), "fact")
-        assert (oversized.value.code, oversized.value.retryable, oversized.value.reason) == ("invalid_input", False, None)
+        assert (oversized.value.code, oversized.value.retryable, oversized.value.reason) == (
+            "invalid_input",
+            False,
+            None,
+        )
 
 
 def test_lookup_and_state_errors_have_their_classes(server: Server, scope: str):
@@ -224,8 +261,13 @@ def free_port() -> int:
 
 def start_on_port(port: int, database_url: str) -> Server:
     """A real server on a known port (the shared helper always binds port 0)."""
-    settings = Settings(listen_addr=f"127.0.0.1:{port}", database_url=database_url, metrics_addr="",
-                        consolidation_poll_seconds=0.2, gauge_refresh_seconds=0.2)
+    settings = Settings(
+        listen_addr=f"127.0.0.1:{port}",
+        database_url=database_url,
+        metrics_addr="",
+        consolidation_poll_seconds=0.2,
+        gauge_refresh_seconds=0.2,
+    )
     return Server(start_server(settings), database_url)
 
 
@@ -295,10 +337,20 @@ class StandIn:
             return self.activate(request, context)
 
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        self.server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("slowave.v1.MemoryService", {
-            "Activate": grpc.unary_unary_rpc_method_handler(handle, request_deserializer=pb.ActivateRequest.FromString,
-                                                            response_serializer=pb.ActivateResponse.SerializeToString),
-        })])
+        self.server.add_generic_rpc_handlers(
+            [
+                grpc.method_handlers_generic_handler(
+                    "slowave.v1.MemoryService",
+                    {
+                        "Activate": grpc.unary_unary_rpc_method_handler(
+                            handle,
+                            request_deserializer=pb.ActivateRequest.FromString,
+                            response_serializer=pb.ActivateResponse.SerializeToString,
+                        ),
+                    },
+                )
+            ]
+        )
         health_servicer = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, self.server)
         health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
@@ -332,10 +384,18 @@ def stand_ins() -> Iterator[Callable[..., StandIn]]:
 
 def _service_unavailable(context: grpc.ServicerContext) -> None:
     info = any_pb2.Any()
-    info.Pack(error_details_pb2.ErrorInfo(reason="INTERNAL_ERROR", domain="slowave.ai",
-                                          metadata={"code": "internal_error", "retryable": "true"}))
-    context.abort_with_status(rpc_status.to_status(status_pb2.Status(
-        code=code_pb2.UNAVAILABLE, message="the database is unavailable; retry shortly", details=[info])))
+    info.Pack(
+        error_details_pb2.ErrorInfo(
+            reason="INTERNAL_ERROR", domain="slowave.ai", metadata={"code": "internal_error", "retryable": "true"}
+        )
+    )
+    context.abort_with_status(
+        rpc_status.to_status(
+            status_pb2.Status(
+                code=code_pb2.UNAVAILABLE, message="the database is unavailable; retry shortly", details=[info]
+            )
+        )
+    )
 
 
 def test_activate_is_repeated_only_when_the_service_itself_was_unavailable(stand_ins):
@@ -352,7 +412,9 @@ def test_activate_is_repeated_only_when_the_service_itself_was_unavailable(stand
         raise AssertionError("unreachable")
 
     retries: list[RetryEvent] = []
-    with Client(stand_ins(flaky_database).address, retry=RetryPolicy(initial_backoff=0.01), on_retry=retries.append) as c:
+    with Client(
+        stand_ins(flaky_database).address, retry=RetryPolicy(initial_backoff=0.01), on_retry=retries.append
+    ) as c:
         assert c.activate("t", "g", "project:x").session_id == "sess_second_try"
     assert calls["n"] == 2 and len(retries) == 1 and retries[0].error.from_service
 
@@ -407,7 +469,10 @@ def test_api_key_travels_as_bearer_metadata(stand_ins):
 
     asyncio.run(async_call())
     assert [m.get("authorization") for m in recorder.metadata] == [
-        "Bearer swk_sdk-key-0123456789", None, "Bearer swk_async-key-0123456789"]
+        "Bearer swk_sdk-key-0123456789",
+        None,
+        "Bearer swk_async-key-0123456789",
+    ]
 
 
 @dataclass
@@ -422,18 +487,28 @@ class Pki:
 
 def make_pki(directory: Path) -> Pki:
     """A CA, a server certificate for 127.0.0.1 and localhost, a client certificate, another CA."""
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
 
     def cert(name: str, key: Any, issuer: tuple[Any, Any] | None, *, ca: bool = False, server: bool = False) -> Any:
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
         signer_name, signer_key = (issuer[0].subject, issuer[1]) if issuer else (subject, key)
-        builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(signer_name)
-                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                   .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(signer_name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
         if server:
-            builder = builder.add_extension(x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName(
+                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                ),
+                critical=False,
+            )
         return builder.sign(signer_key, hashes.SHA256())
 
     def write(name: str, data: bytes) -> Path:
@@ -443,25 +518,31 @@ def make_pki(directory: Path) -> Pki:
 
     def pem(obj: Any) -> bytes:
         if hasattr(obj, "private_bytes"):
-            return obj.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                     serialization.NoEncryption())
+            return obj.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
         return obj.public_bytes(serialization.Encoding.PEM)
 
     directory.mkdir(parents=True, exist_ok=True)
     ca_key, other_key, server_key, client_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(4))
     ca = cert("sdk test CA", ca_key, None, ca=True)
-    return Pki(ca=write("ca.pem", pem(ca)),
-               server_cert=write("server.pem", pem(cert("slowave", server_key, (ca, ca_key), server=True))),
-               server_key=write("server.key", pem(server_key)),
-               client_cert=write("client.pem", pem(cert("sdk-client", client_key, (ca, ca_key)))),
-               client_key=write("client.key", pem(client_key)),
-               other_ca=write("other-ca.pem", pem(cert("another CA", other_key, None, ca=True))))
+    return Pki(
+        ca=write("ca.pem", pem(ca)),
+        server_cert=write("server.pem", pem(cert("slowave", server_key, (ca, ca_key), server=True))),
+        server_key=write("server.key", pem(server_key)),
+        client_cert=write("client.pem", pem(cert("sdk-client", client_key, (ca, ca_key)))),
+        client_key=write("client.key", pem(client_key)),
+        other_ca=write("other-ca.pem", pem(cert("another CA", other_key, None, ca=True))),
+    )
 
 
 def test_mutual_tls_to_a_stand_in_presents_the_client_certificate(tmp_path: Path, stand_ins):
     pki = make_pki(tmp_path / "pki")
-    creds = grpc.ssl_server_credentials([(pki.server_key.read_bytes(), pki.server_cert.read_bytes())],
-                                        root_certificates=pki.ca.read_bytes(), require_client_auth=True)
+    creds = grpc.ssl_server_credentials(
+        [(pki.server_key.read_bytes(), pki.server_cert.read_bytes())],
+        root_certificates=pki.ca.read_bytes(),
+        require_client_auth=True,
+    )
     secure = stand_ins(credentials=creds)
     tls = TlsConfig(ca_file=pki.ca, cert_file=pki.client_cert, key_file=pki.client_key)
     with Client(secure.address, tls=tls, api_key="swk_over-tls-0123456789") as memory:
@@ -472,8 +553,10 @@ def test_mutual_tls_to_a_stand_in_presents_the_client_certificate(tmp_path: Path
     # By name instead of by address: the certificate names localhost too.
     with Client(f"localhost:{secure.port}", tls=tls) as by_name:
         assert by_name.health() == "serving"
-    for refused in (TlsConfig(ca_file=pki.ca), TlsConfig(ca_file=pki.other_ca, cert_file=pki.client_cert,
-                                                         key_file=pki.client_key)):
+    for refused in (
+        TlsConfig(ca_file=pki.ca),
+        TlsConfig(ca_file=pki.other_ca, cert_file=pki.client_cert, key_file=pki.client_key),
+    ):
         with Client(secure.address, tls=refused, retry=NO_RETRIES, timeout=30) as memory:
             with pytest.raises(Unavailable):
                 memory.health()
@@ -489,9 +572,13 @@ def test_tls_and_api_keys_end_to_end_with_the_real_server(tmp_path: Path):
 
     pki = make_pki(tmp_path / "pki")
     key = "swk_sdk-e2e-0123456789abcdefghijklmnopqrstuvwxyz"
-    srv = start_test_server(tmp_path / "srv", api_keys=(KeyEntry("acme", hash_key(key)),),
-                            tls_cert_file=str(pki.server_cert), tls_key_file=str(pki.server_key),
-                            tls_client_ca_file=str(pki.ca))
+    srv = start_test_server(
+        tmp_path / "srv",
+        api_keys=(KeyEntry("acme", hash_key(key)),),
+        tls_cert_file=str(pki.server_cert),
+        tls_key_file=str(pki.server_key),
+        tls_client_ca_file=str(pki.ca),
+    )
     tls = TlsConfig(ca_file=pki.ca, cert_file=pki.client_cert, key_file=pki.client_key)
     scope = new_scope()
     try:
@@ -520,12 +607,13 @@ def test_wait_for_ready_waits_for_a_late_server(tmp_path: Path, own_servers: lis
     calling = threading.Event()
 
     def call() -> None:
-        with Client(f"127.0.0.1:{port}", wait_for_ready=True, retry=NO_RETRIES, timeout=120,
-                    options=FAST_RECONNECT) as memory:
+        with Client(
+            f"127.0.0.1:{port}", wait_for_ready=True, retry=NO_RETRIES, timeout=120, options=FAST_RECONNECT
+        ) as memory:
             calling.set()
             try:
                 result["health"] = memory.health()
-            except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            except Exception as exc:
                 result["error"] = exc
 
     caller = threading.Thread(target=call)

@@ -1,6 +1,7 @@
 """The seed's own JSON examples (contract 4.7), translated faithfully to protobuf and sent over real
 gRPC: same strings, same steps, same context; placeholder ids (`ctx_a1b2c3d4e5f6`, `sch_42`,
 `sch_17`, `sess_abc123`) replaced by real ids. Checklist 57 and 58 (gRPC half)."""
+
 from __future__ import annotations
 
 import json
@@ -122,7 +123,9 @@ def test_s57_seed_feedback_with_a_third_exposed_memory_implicitly_assessed(serve
     record = stub.Feedback(seed_feedback_example(a.retrieval_id, sch_42, sch_17), timeout=30).record
     assert record.coverage == record.requested_coverage == pb.COVERAGE_COMPLETE
     assert list(record.implicitly_assessed.memory_ids) == [extra]
-    assert len(set(record.accepted_event_ids)) == len(record.accepted_event_ids) == 4  # 2 explicit, 1 implicit, 1 retrieval
+    assert (
+        len(set(record.accepted_event_ids)) == len(record.accepted_event_ids) == 4
+    )  # 2 explicit, 1 implicit, 1 retrieval
     assert list(record.rejected) == []
     assert list(record.outstanding.memory_ids) == []
     assert list(record.applied.strengthened) == [sch_42]
@@ -135,12 +138,17 @@ def test_s57_seed_feedback_with_a_third_exposed_memory_implicitly_assessed(serve
 SUCCESSFUL = dict(
     final_goal="Fix the double-close race in the session reaper",
     outcome=res.OUTCOME_SUCCESS,
-    outcome_summary=("Added a threading lock around the reaper's close logic; the race no longer reproduces "
-                     "under 100-thread stress testing."),
+    outcome_summary=(
+        "Added a threading lock around the reaper's close logic; the race no longer reproduces "
+        "under 100-thread stress testing."
+    ),
     verification=pb.Verification(
         status=res.VERIFICATION_STATUS_VERIFIED,
-        summary=("Full integration test suite passed. Ran the stress test 3 times with 100 concurrent threads "
-                 "— zero double-close errors.")),
+        summary=(
+            "Full integration test suite passed. Ran the stress test 3 times with 100 concurrent threads "
+            "— zero double-close errors."
+        ),
+    ),
 )
 
 PROCEDURE_STEPS = [
@@ -161,11 +169,14 @@ WITH_PROCEDURE = dict(
     outcome_summary="Auth service v2.3.1 deployed to staging and health checks passing.",
     verification=pb.Verification(
         status=res.VERIFICATION_STATUS_VERIFIED,
-        summary="Checked /health endpoint returned 200. Smoke-tested login flow with a test account."),
+        summary="Checked /health endpoint returned 200. Smoke-tested login flow with a test account.",
+    ),
     procedure=pb.CommitProcedure(
         goal="Deploy a new service version to the staging environment",
-        summary=("Build the Docker image, push to the registry, update the Helm chart version, and run the "
-                 "staging deploy workflow."),
+        summary=(
+            "Build the Docker image, push to the registry, update the Helm chart version, and run the "
+            "staging deploy workflow."
+        ),
         context=struct(PROCEDURE_CONTEXT),
         steps=PROCEDURE_STEPS,
         caveats=PROCEDURE_CAVEATS,
@@ -183,11 +194,13 @@ TRAJECTORY = [
 WITH_TRAJECTORY = dict(
     final_goal="Identify why the nightly build is failing",
     outcome=res.OUTCOME_PARTIAL,
-    outcome_summary=("Traced the failure to a missing environment variable in the CI config; fix is proposed "
-                     "but not yet merged."),
+    outcome_summary=(
+        "Traced the failure to a missing environment variable in the CI config; fix is proposed but not yet merged."
+    ),
     verification=pb.Verification(
         status=res.VERIFICATION_STATUS_PARTIALLY_VERIFIED,
-        summary="Reproduced the failure locally by unsetting the variable. PR opened but not yet merged or CI-verified."),
+        summary="Reproduced the failure locally by unsetting the variable. PR opened but not yet merged or CI-verified.",
+    ),
     trajectory=[pb.TrajectoryEntry(kind=k, summary=s, status=OK) for k, s in TRAJECTORY],
 )
 
@@ -241,8 +254,12 @@ def test_s58_seed_commit_examples_refused_then_accepted(server, stub, scope):
     assert done.procedure_id == f"proc_{s2.session_id}"
     assert done.episodes_formed == 0
     assert not done.HasField("session_note")  # activation + completion: 2 session events
-    later = activate(stub, scope, task="Deploy a new service version to the staging environment",
-                     task_context=struct({"environment": "staging"}))
+    later = activate(
+        stub,
+        scope,
+        task="Deploy a new service version to the staging environment",
+        task_context=struct({"environment": "staging"}),
+    )
     procs = {p.procedure_id: p for p in later.procedures}
     assert done.procedure_id in procs
     p = procs[done.procedure_id]
@@ -267,10 +284,13 @@ def test_s58_seed_commit_examples_refused_then_accepted(server, stub, scope):
     request = pb.CommitRequest(session_id=s3.session_id, **WITH_TRAJECTORY)
     before = server.snapshot()
     err = expect_error(lambda: stub.Commit(request, timeout=30))
-    assert_seed_incomplete_feedback(err, [
-        (s3.retrieval_id, ctx_exposed, [p.procedure_id for p in s3.procedures]),
-        (rec.retrieval_id, rec_exposed, [p.procedure_id for p in rec.procedures]),
-    ])
+    assert_seed_incomplete_feedback(
+        err,
+        [
+            (s3.retrieval_id, ctx_exposed, [p.procedure_id for p in s3.procedures]),
+            (rec.retrieval_id, rec_exposed, [p.procedure_id for p in rec.procedures]),
+        ],
+    )
     assert_only_touched(before, server.snapshot())
     assess_all(stub, s3)
     err = expect_error(lambda: stub.Commit(request, timeout=30))  # the recall still blocks
@@ -283,7 +303,8 @@ def test_s58_seed_commit_examples_refused_then_accepted(server, stub, scope):
     stored = session_record(server, s3.session_id)["trajectory"]
     kinds = {A: "action", O: "observation"}
     assert [(e["position"], e["kind"], e["status"], e["summary"]) for e in stored] == [
-        (i, kinds[k], "succeeded", s) for i, (k, s) in enumerate(TRAJECTORY)]
+        (i, kinds[k], "succeeded", s) for i, (k, s) in enumerate(TRAJECTORY)
+    ]
     assert all(e["agent_reported"] for e in stored)
     record = session_record(server, s3.session_id)
     assert record["state"] == "CLOSED" and record["outcome"] == "partial"

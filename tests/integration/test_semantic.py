@@ -4,6 +4,7 @@ Every test server runs the default channel: static embeddings distilled from all
 shipped inside the package, no torch. The lexical baseline is a server with SLOWAVE_SEMANTIC=off.
 Runs on both backends (SLOWAVE_TEST_BACKEND=postgresql).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -58,7 +59,9 @@ def test_the_default_server_is_hybrid_and_finds_a_paraphrase_that_shares_no_word
     _store(lexical_server.stub, lexical_scope)
     lexical = activate(lexical_server.stub, lexical_scope, task=PARAPHRASE)
     assert "hybrid" not in lexical.retrieval_policy_version and "lexical(fts5)" in lexical.retrieval_policy_version
-    assert all(m.content != CLAIM for m in lexical.memories), [(m.content, str(m.ranking), m.pathway) for m in lexical.memories]
+    assert all(m.content != CLAIM for m in lexical.memories), [
+        (m.content, str(m.ranking), m.pathway) for m in lexical.memories
+    ]
 
 
 def _scope_vectors(server, scope) -> list:
@@ -92,11 +95,19 @@ def test_vectors_are_stored_at_remember_once_per_memory_and_exact_words_still_de
 
 def test_a_batch_remember_embeds_every_created_claim(server):
     stub, scope = server.stub, new_scope()
-    texts = [f"The {name} service is owned by the {team} team." for name, team in
-             (("search", "discovery"), ("checkout", "payments"), ("mailer", "growth"))]
+    texts = [
+        f"The {name} service is owned by the {team} team."
+        for name, team in (("search", "discovery"), ("checkout", "payments"), ("mailer", "growth"))
+    ]
     a = activate(stub, scope, task="seed")
-    resp = stub.Remember(pb.RememberRequest(session_id=a.session_id, scope=scope, memories=[
-        pb.RememberItem(content=text, type=res.MEMORY_TYPE_FACT) for text in texts]), timeout=30)
+    resp = stub.Remember(
+        pb.RememberRequest(
+            session_id=a.session_id,
+            scope=scope,
+            memories=[pb.RememberItem(content=text, type=res.MEMORY_TYPE_FACT) for text in texts],
+        ),
+        timeout=30,
+    )
     assert len(resp.batch.results) == 3
     assert len(_scope_vectors(server, scope)) == 3  # stored with the claims, before any commit
     found = activate(stub, scope, task="Who looks after the payment flow at purchase time?")

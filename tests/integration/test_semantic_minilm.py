@@ -2,6 +2,7 @@
 
 `make test` installs the extra; without it these tests are skipped with the reason printed.
 """
+
 from __future__ import annotations
 
 import pytest

@@ -5,6 +5,7 @@ observed with the admin `session` command (spec 4.8). While a test waits for the
 the session row through the test server's own database handle (as `Server.snapshot()` does): the
 admin command takes seconds per call, and polling through an RPC would itself be session activity.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,10 +19,10 @@ import pytest
 from slowave import config
 from slowave.config import Settings
 from tests.support import (
-    check_error,
     Server,
     activate,
     assess_all,
+    check_error,
     commit,
     commit_request,
     expect_error,
@@ -52,8 +53,12 @@ def session_row(srv: Server, session_id: str) -> dict[str, Any]:
 
 
 def wait_reaped(srv: Server, session_id: str) -> dict[str, Any]:
-    wait_until(lambda: session_row(srv, session_id)["state"] == "reaped", timeout=60, interval=0.2,
-               what=f"session {session_id} to be reaped")
+    wait_until(
+        lambda: session_row(srv, session_id)["state"] == "reaped",
+        timeout=60,
+        interval=0.2,
+        what=f"session {session_id} to be reaped",
+    )
     return session_row(srv, session_id)
 
 
@@ -71,11 +76,11 @@ def admin_sessions(srv: Server) -> dict[str, dict[str, str]]:
     return listed
 
 
-def recall_query(stub, session_id: str, scope: str, query: str) -> pb.RecallResponse:  # noqa: ANN001
+def recall_query(stub, session_id: str, scope: str, query: str) -> pb.RecallResponse:
     return stub.Recall(pb.RecallRequest(session_id=session_id, scope=scope, query=query), timeout=30)
 
 
-def recall_page(stub, session_id: str, scope: str, cursor: str) -> pb.RecallResponse:  # noqa: ANN001
+def recall_page(stub, session_id: str, scope: str, cursor: str) -> pb.RecallResponse:
     return stub.Recall(pb.RecallRequest(session_id=session_id, scope=scope, continue_from=cursor), timeout=30)
 
 
@@ -156,8 +161,9 @@ def test_s04_idle_session_is_reaped(make_server):
     assert srv.snapshot() == before
 
     # Feedback on its retrieval is still accepted (spec 2.4, 10.6) and learning applies (L7).
-    record = stub.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=[used(exposed)]),
-                           timeout=30).record
+    record = stub.Feedback(
+        pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=[used(exposed)]), timeout=30
+    ).record
     assert record.retrieval_id == a.retrieval_id and record.session_id == a.session_id
     assert list(record.rejected) == []
     assert len(record.accepted_event_ids) == 2  # the `used` row, then the retrieval-level row
@@ -174,7 +180,7 @@ def test_s04_idle_session_is_reaped(make_server):
 # ------------------------------------------------------------------------------------------ 5
 
 
-def _stay_busy(srv: Server, session_id: str, action, seconds: float = 6.0, period: float = 0.5) -> int:  # noqa: ANN001
+def _stay_busy(srv: Server, session_id: str, action, seconds: float = 6.0, period: float = 0.5) -> int:
     """Runs `action` (the session's only activity) for `seconds`; the session must stay OPEN throughout.
 
     The scenario says "every second"; the calls are paced at half that so that a scheduling stall
@@ -200,8 +206,12 @@ def test_s05_feedback_calls_keep_session_open(make_server):
     assert [m.memory_id for m in a.memories] == [memory]
 
     def feedback_call() -> None:
-        rec = stub.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=[used(memory)],
-                                               retrieval_quality="still working on it"), timeout=30).record
+        rec = stub.Feedback(
+            pb.FeedbackRequest(
+                retrieval_id=a.retrieval_id, memory_feedback=[used(memory)], retrieval_quality="still working on it"
+            ),
+            timeout=30,
+        ).record
         assert rec.session_id == a.session_id and list(rec.rejected) == []
 
     assert _stay_busy(srv, a.session_id, feedback_call) >= 6
@@ -320,8 +330,11 @@ def test_s07_reaped_session_commit_is_gated_then_updates(make_server):
     stub.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=[used(ctx_exposed[0])]), timeout=30)
     wait_reaped(srv, a.session_id)
 
-    request = commit_request(a.session_id, final_goal="Document the deploy port",
-                             outcome_summary="The deploy port was documented in the runbook.")
+    request = commit_request(
+        a.session_id,
+        final_goal="Document the deploy port",
+        outcome_summary="The deploy port was documented in the runbook.",
+    )
     before = srv.snapshot()
     err = expect_error(lambda: stub.Commit(request, timeout=30))
     check_error(err, grpc.StatusCode.FAILED_PRECONDITION, "INCOMPLETE_FEEDBACK", "incomplete_feedback", True)
@@ -334,12 +347,21 @@ def test_s07_reaped_session_commit_is_gated_then_updates(make_server):
     assert srv.snapshot() == before
     info = admin_session(srv, a.session_id)
     assert (info["state"], info["feedback_status"], info["outcome"], info["final_goal"]) == (
-        "REAPED", "incomplete", "unknown", None)
+        "REAPED",
+        "incomplete",
+        "unknown",
+        None,
+    )
 
-    batch = stub.Feedback(pb.FeedbackRequest(items=[
-        pb.FeedbackItem(retrieval_id=a.retrieval_id, memory_feedback=[used(m) for m in ctx_exposed[1:]]),
-        pb.FeedbackItem(retrieval_id=rec.retrieval_id, memory_feedback=[used(m) for m in rec_exposed]),
-    ]), timeout=30).batch
+    batch = stub.Feedback(
+        pb.FeedbackRequest(
+            items=[
+                pb.FeedbackItem(retrieval_id=a.retrieval_id, memory_feedback=[used(m) for m in ctx_exposed[1:]]),
+                pb.FeedbackItem(retrieval_id=rec.retrieval_id, memory_feedback=[used(m) for m in rec_exposed]),
+            ]
+        ),
+        timeout=30,
+    ).batch
     for result in batch.results:
         assert result.WhichOneof("result") == "data", result
         assert list(result.data.rejected) == [] and list(result.data.outstanding.memory_ids) == []
@@ -363,9 +385,14 @@ def test_s07_reaped_session_commit_is_gated_then_updates(make_server):
 
 
 FIRST_TRAJECTORY = [
-    entry(pb.TRAJECTORY_KIND_ACTION, "Reviewed the nightly build log for the past 7 days.", pb.TRAJECTORY_STATUS_SUCCEEDED),
-    entry(pb.TRAJECTORY_KIND_OBSERVATION, "  Found that SERVICE_TOKEN was removed from the CI variables.  ",
-          pb.TRAJECTORY_STATUS_FAILED),
+    entry(
+        pb.TRAJECTORY_KIND_ACTION, "Reviewed the nightly build log for the past 7 days.", pb.TRAJECTORY_STATUS_SUCCEEDED
+    ),
+    entry(
+        pb.TRAJECTORY_KIND_OBSERVATION,
+        "  Found that SERVICE_TOKEN was removed from the CI variables.  ",
+        pb.TRAJECTORY_STATUS_FAILED,
+    ),
     entry(pb.TRAJECTORY_KIND_ACTION, "Opened PR 1042 to restore SERVICE_TOKEN."),  # status unspecified → unknown
 ]
 SECOND_TRAJECTORY = [
@@ -383,8 +410,9 @@ def test_s08_reaped_update_stores_trajectory_once(make_server, exposure):
         seed_memories(stub, scope, [CLAIM_A])
         a = activate(stub, scope, task=CLAIM_A)
         assert len(a.memories) == 1
-        stub.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=[used(a.memories[0].memory_id)]),
-                      timeout=30)
+        stub.Feedback(
+            pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=[used(a.memories[0].memory_id)]), timeout=30
+        )
     else:
         a = activate(stub, scope, task="Identify why the nightly build is failing")
         assert len(a.memories) == 0 and len(a.procedures) == 0
@@ -393,8 +421,13 @@ def test_s08_reaped_update_stores_trajectory_once(make_server, exposure):
     wait_reaped(srv, a.session_id)
     episodes = srv.counts()["episodes"]
 
-    first = commit(stub, a.session_id, outcome=res.OUTCOME_PARTIAL, trajectory=FIRST_TRAJECTORY,
-                   final_goal="Identify why the nightly build is failing")
+    first = commit(
+        stub,
+        a.session_id,
+        outcome=res.OUTCOME_PARTIAL,
+        trajectory=FIRST_TRAJECTORY,
+        final_goal="Identify why the nightly build is failing",
+    )
     assert first.operation == pb.COMMIT_OPERATION_UPDATED and first.committed
     assert first.HasField("already_ended") and first.already_ended
     assert first.feedback_status == pb.FEEDBACK_STATUS_COMPLETE
@@ -415,8 +448,13 @@ def test_s08_reaped_update_stores_trajectory_once(make_server, exposure):
     positions = [e["position"] for e in stored["trajectory"]]
     assert positions == sorted(positions) and len(set(positions)) == 3
 
-    second = commit(stub, a.session_id, outcome=res.OUTCOME_SUCCESS, trajectory=SECOND_TRAJECTORY,
-                    final_goal="Fix the nightly build")
+    second = commit(
+        stub,
+        a.session_id,
+        outcome=res.OUTCOME_SUCCESS,
+        trajectory=SECOND_TRAJECTORY,
+        final_goal="Fix the nightly build",
+    )
     assert second.operation == pb.COMMIT_OPERATION_UPDATED and second.already_ended
     assert second.feedback_status == pb.FEEDBACK_STATUS_COMPLETE
     assert second.episodes_formed == 0
@@ -436,20 +474,33 @@ def test_s09_commit_of_closed_session_updates_outcome(server, stub, scope):
     goal = f"Rotate the staging TLS certificates with certbot {scope}"
     a = activate(stub, scope, task="Rotate the staging certificates")
     remember(stub, a.session_id, scope, "Staging certificates expire every 90 days")
-    procedure = pb.CommitProcedure(goal=goal, summary="Renew with certbot, then reload nginx.",
-                                   steps=["Run certbot renew.", "Reload nginx."])
-    closed = commit(stub, a.session_id, procedure=procedure, outcome=res.OUTCOME_SUCCESS,
-                    outcome_summary="Certificates were rotated and nginx reloaded.")
+    procedure = pb.CommitProcedure(
+        goal=goal, summary="Renew with certbot, then reload nginx.", steps=["Run certbot renew.", "Reload nginx."]
+    )
+    closed = commit(
+        stub,
+        a.session_id,
+        procedure=procedure,
+        outcome=res.OUTCOME_SUCCESS,
+        outcome_summary="Certificates were rotated and nginx reloaded.",
+    )
     assert closed.operation == pb.COMMIT_OPERATION_CLOSED
     assert closed.procedure_id == f"proc_{a.session_id}"
     episodes = server.counts()["episodes"]
 
     updated = commit(
-        stub, a.session_id, final_goal="Rotate the staging certificates (nginx reload pending)",
-        outcome=res.OUTCOME_PARTIAL, outcome_summary="Certificates were rotated but nginx still serves the old one.",
-        verification=pb.Verification(status=res.VERIFICATION_STATUS_PARTIALLY_VERIFIED, summary="Checked with openssl."),
-        trajectory=[entry(pb.TRAJECTORY_KIND_ACTION, "Ran certbot renew for staging.", pb.TRAJECTORY_STATUS_SUCCEEDED),
-                    entry(pb.TRAJECTORY_KIND_OBSERVATION, "nginx kept the old certificate.")],
+        stub,
+        a.session_id,
+        final_goal="Rotate the staging certificates (nginx reload pending)",
+        outcome=res.OUTCOME_PARTIAL,
+        outcome_summary="Certificates were rotated but nginx still serves the old one.",
+        verification=pb.Verification(
+            status=res.VERIFICATION_STATUS_PARTIALLY_VERIFIED, summary="Checked with openssl."
+        ),
+        trajectory=[
+            entry(pb.TRAJECTORY_KIND_ACTION, "Ran certbot renew for staging.", pb.TRAJECTORY_STATUS_SUCCEEDED),
+            entry(pb.TRAJECTORY_KIND_OBSERVATION, "nginx kept the old certificate."),
+        ],
     )
     assert updated.session_id == a.session_id and updated.committed
     assert updated.operation == pb.COMMIT_OPERATION_UPDATED
@@ -457,8 +508,10 @@ def test_s09_commit_of_closed_session_updates_outcome(server, stub, scope):
     assert updated.feedback_status == pb.FEEDBACK_STATUS_COMPLETE
     assert updated.episodes_formed == 0
     assert updated.HasField("trajectory_ignored") and updated.trajectory_ignored == 2  # a CLOSED session keeps none
-    assert (updated.outcome, updated.verification_status) == (res.OUTCOME_PARTIAL,
-                                                              res.VERIFICATION_STATUS_PARTIALLY_VERIFIED)
+    assert (updated.outcome, updated.verification_status) == (
+        res.OUTCOME_PARTIAL,
+        res.VERIFICATION_STATUS_PARTIALLY_VERIFIED,
+    )
     assert updated.procedure_id == f"proc_{a.session_id}"
     assert server.counts()["episodes"] == episodes
 

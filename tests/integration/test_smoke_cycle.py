@@ -1,4 +1,5 @@
 """A whole cognitive cycle over gRPC."""
+
 from tests.support import activate, assess_all, commit, expect_error, pb, remember, res, used
 
 

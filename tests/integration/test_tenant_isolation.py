@@ -7,6 +7,7 @@ gap); beta then names each of alpha's ids in every RPC and field that takes one.
 the answer with the one for a never-minted id of the same shape (not just the expected code), and
 every row alpha owns is compared before and after.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -46,9 +47,14 @@ def _token(n: int) -> str:
 def ghost_ids() -> dict[str, str]:
     """Well-formed ids of every kind that were never minted."""
     return {
-        "session": "sess_" + secrets.token_hex(6), "activation": "ctx_" + secrets.token_hex(6),
-        "recall": "rec_" + secrets.token_hex(6), "memory": "sch_987654321", "procedure": "proc_sess_" + secrets.token_hex(6),
-        "cursor": "cur_" + _token(32), "continuity": "cont_" + _token(43), "feedback_event": "fbe_" + secrets.token_hex(16),
+        "session": "sess_" + secrets.token_hex(6),
+        "activation": "ctx_" + secrets.token_hex(6),
+        "recall": "rec_" + secrets.token_hex(6),
+        "memory": "sch_987654321",
+        "procedure": "proc_sess_" + secrets.token_hex(6),
+        "cursor": "cur_" + _token(32),
+        "continuity": "cont_" + _token(43),
+        "feedback_event": "fbe_" + secrets.token_hex(16),
     }
 
 
@@ -89,16 +95,26 @@ def world(tmp_path_factory) -> World:
     procedure_goal = claim("Rotate the alpha signing keys")
     capture = activate(alpha, scope, task=claim("capture"), initial_goal="capture")
     assess_all(alpha, capture)
-    procedure_id = commit(alpha, capture.session_id, outcome_summary=claim("captured"),
-                          procedure=pb.CommitProcedure(goal=procedure_goal, summary="Rotate, publish, revoke.")).procedure_id
+    procedure_id = commit(
+        alpha,
+        capture.session_id,
+        outcome_summary=claim("captured"),
+        procedure=pb.CommitProcedure(goal=procedure_goal, summary="Rotate, publish, revoke."),
+    ).procedure_id
 
     a = activate(alpha, scope, task=" ".join(claims), page_size=1)
     assert a.more_available and a.continue_from, "the activation needs a second page (cursor)"
-    r = alpha.Recall(pb.RecallRequest(session_id=a.session_id, scope=scope, query=" ".join(claims), page_size=1), timeout=30)
+    r = alpha.Recall(
+        pb.RecallRequest(session_id=a.session_id, scope=scope, query=" ".join(claims), page_size=1), timeout=30
+    )
     assert r.more_available and r.continue_from
     gap_text = claim("How are alpha's backups verified?")
-    fb = alpha.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=[used(a.memories[0].memory_id)],
-                                           missing=[gap_text]), timeout=30).record
+    fb = alpha.Feedback(
+        pb.FeedbackRequest(
+            retrieval_id=a.retrieval_id, memory_feedback=[used(a.memories[0].memory_id)], missing=[gap_text]
+        ),
+        timeout=30,
+    ).record
     p = activate(alpha, scope, task=procedure_goal)
     assert [x.procedure_id for x in p.procedures] == [procedure_id]
     closed = activate(alpha, scope, task=claim("closed session"))
@@ -116,18 +132,40 @@ def world(tmp_path_factory) -> World:
     b = activate(beta, scope, task=claims[0])
     assert [m.memory_id for m in b.memories] == [beta_memory]
 
-    ids = {"session": a.session_id, "activation": a.retrieval_id, "recall": r.retrieval_id,
-           "memory": a.memories[0].memory_id, "procedure": procedure_id, "cursor": a.continue_from,
-           "recall_cursor": r.continue_from, "continuity": a.continuity_id, "feedback_event": fb.accepted_event_ids[0],
-           "closed_session": closed.session_id, "closed_retrieval": closed.retrieval_id,
-           "procedure_retrieval": p.retrieval_id}
+    ids = {
+        "session": a.session_id,
+        "activation": a.retrieval_id,
+        "recall": r.retrieval_id,
+        "memory": a.memories[0].memory_id,
+        "procedure": procedure_id,
+        "cursor": a.continue_from,
+        "recall_cursor": r.continue_from,
+        "continuity": a.continuity_id,
+        "feedback_event": fb.accepted_event_ids[0],
+        "closed_session": closed.session_id,
+        "closed_retrieval": closed.retrieval_id,
+        "procedure_retrieval": p.retrieval_id,
+    }
     srv.consolidate()
-    yield World(srv, alpha, beta, scope, ids, claims, memory_ids, procedure_goal, gap_text, fragment,
-                b.session_id, b.retrieval_id, beta_memory)
+    yield World(
+        srv,
+        alpha,
+        beta,
+        scope,
+        ids,
+        claims,
+        memory_ids,
+        procedure_goal,
+        gap_text,
+        fragment,
+        b.session_id,
+        b.retrieval_id,
+        beta_memory,
+    )
     srv.stop()
 
 
-def owned_rows(srv, tenant: str) -> dict[str, list[tuple]]:  # noqa: ANN001
+def owned_rows(srv, tenant: str) -> dict[str, list[tuple]]:
     """Every row the tenant owns, in every table (rows without a tenant column through their owner)."""
     srv.consolidate()
     out: dict[str, list[tuple]] = {}
@@ -138,7 +176,9 @@ def owned_rows(srv, tenant: str) -> dict[str, list[tuple]]:  # noqa: ANN001
         retrievals = select(t.retrievals.c.id).where(t.retrievals.c.tenant == tenant)
         sessions = select(t.sessions.c.id).where(t.sessions.c.tenant == tenant)
         for table in (t.exposures, t.cursors):
-            out[table.name] = sorted(tuple(r) for r in conn.execute(select(table).where(table.c.retrieval_id.in_(retrievals))))
+            out[table.name] = sorted(
+                tuple(r) for r in conn.execute(select(table).where(table.c.retrieval_id.in_(retrievals)))
+            )
         lk = t.session_memory_links
         out[lk.name] = sorted(tuple(r) for r in conn.execute(select(lk).where(lk.c.session_id.in_(sessions))))
         out["tenants"] = [tuple(r) for r in conn.execute(select(t.tenants).where(t.tenants.c.name == tenant))]
@@ -158,14 +198,25 @@ def outcome(call: Callable[[], Any]) -> tuple:
     if isinstance(response, pb.FeedbackResponse):
         if response.WhichOneof("result") == "record":
             return ("record", _record(response.record))
-        return ("batch", tuple(("error", x.error.code, x.error.retryable) if x.WhichOneof("result") == "error"
-                               else ("data", _record(x.data)) for x in response.batch.results))
+        return (
+            "batch",
+            tuple(
+                ("error", x.error.code, x.error.retryable)
+                if x.WhichOneof("result") == "error"
+                else ("data", _record(x.data))
+                for x in response.batch.results
+            ),
+        )
     return ("ok", type(response).__name__)
 
 
 def _record(record: pb.FeedbackRecord) -> tuple:
-    return (record.session_id, tuple((x.target_kind, x.reason, x.field) for x in record.rejected),
-            len(record.accepted_event_ids), tuple(record.applied.retired))
+    return (
+        record.session_id,
+        tuple((x.target_kind, x.reason, x.field) for x in record.rejected),
+        len(record.accepted_event_ids),
+        tuple(record.applied.retired),
+    )
 
 
 @dataclass(frozen=True)
@@ -178,7 +229,9 @@ class Case:
 
 
 def _err(status: grpc.StatusCode, reason: str, code: str, paths: tuple = ()) -> Callable[[World, tuple], bool]:
-    return lambda _w, got: got == ("error", status, reason, "slowave.ai", (("code", code), ("retryable", "false")), paths)
+    return lambda _w, got: (
+        got == ("error", status, reason, "slowave.ai", (("code", code), ("retryable", "false")), paths)
+    )
 
 
 SESSION_NOT_FOUND = _err(grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND", "invalid_input")
@@ -189,88 +242,133 @@ UNKNOWN_TOKEN = _err(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_INPUT", "invalid
 
 def rejected(kind: int, reason: str, field: str) -> Callable[[World, tuple], bool]:
     def check(w: World, got: tuple) -> bool:
-        return got[0] == "record" and got[1][0] == w.beta_session and got[1][1] == ((kind, reason, field),) \
+        return (
+            got[0] == "record"
+            and got[1][0] == w.beta_session
+            and got[1][1] == ((kind, reason, field),)
             and got[1][3] == ()
+        )
+
     return check
 
 
-def _feedback_on_beta(memory=(), procedures=()) -> Callable[[World, dict[str, str]], Callable[[], Any]]:  # noqa: ANN001
-    return lambda w, ids: lambda: w.beta.Feedback(pb.FeedbackRequest(
-        retrieval_id=w.beta_retrieval, memory_feedback=[m(w, ids) for m in memory],
-        procedure_feedback=[p(w, ids) for p in procedures]), timeout=30)
+def _feedback_on_beta(memory=(), procedures=()) -> Callable[[World, dict[str, str]], Callable[[], Any]]:
+    return lambda w, ids: (
+        lambda: w.beta.Feedback(
+            pb.FeedbackRequest(
+                retrieval_id=w.beta_retrieval,
+                memory_feedback=[m(w, ids) for m in memory],
+                procedure_feedback=[p(w, ids) for p in procedures],
+            ),
+            timeout=30,
+        )
+    )
 
 
 def _sid(kind: str) -> Callable[[World, dict[str, str]], str]:
     return lambda _w, ids: ids[kind]
 
 
-def _remember(kind: str, batch: bool = False):  # noqa: ANN202
+def _remember(kind: str, batch: bool = False):
     def make(w: World, ids: dict[str, str]) -> Callable[[], Any]:
         if batch:
-            req = pb.RememberRequest(session_id=ids[kind], scope=w.scope, memories=[pb.RememberItem(content="Beta's claim.", type=res.MEMORY_TYPE_FACT)])
+            req = pb.RememberRequest(
+                session_id=ids[kind],
+                scope=w.scope,
+                memories=[pb.RememberItem(content="Beta's claim.", type=res.MEMORY_TYPE_FACT)],
+            )
         else:
-            req = pb.RememberRequest(session_id=ids[kind], scope=w.scope, content="Beta's claim.", type=res.MEMORY_TYPE_FACT)
+            req = pb.RememberRequest(
+                session_id=ids[kind], scope=w.scope, content="Beta's claim.", type=res.MEMORY_TYPE_FACT
+            )
         return lambda: w.beta.Remember(req, timeout=30)
+
     return make
 
 
-def _recall(session: Callable[[World, dict[str, str]], str], cursor: str | None = None):  # noqa: ANN202
+def _recall(session: Callable[[World, dict[str, str]], str], cursor: str | None = None):
     def make(w: World, ids: dict[str, str]) -> Callable[[], Any]:
         if cursor is None:
             req = pb.RecallRequest(session_id=session(w, ids), scope=w.scope, query=" ".join(w.claims))
         else:
             req = pb.RecallRequest(session_id=session(w, ids), scope=w.scope, continue_from=ids[cursor])
         return lambda: w.beta.Recall(req, timeout=30)
+
     return make
 
 
-def _scalar_feedback(kind: str):  # noqa: ANN202
-    return lambda w, ids: lambda: w.beta.Feedback(pb.FeedbackRequest(
-        retrieval_id=ids[kind], coverage=pb.COVERAGE_COMPLETE, memory_feedback=[used(ids["memory"])]), timeout=30)
+def _scalar_feedback(kind: str):
+    return lambda w, ids: (
+        lambda: w.beta.Feedback(
+            pb.FeedbackRequest(
+                retrieval_id=ids[kind], coverage=pb.COVERAGE_COMPLETE, memory_feedback=[used(ids["memory"])]
+            ),
+            timeout=30,
+        )
+    )
 
 
 def _batch_feedback(w: World, ids: dict[str, str]) -> Callable[[], Any]:
-    items = [pb.FeedbackItem(retrieval_id=ids["activation"], coverage=pb.COVERAGE_COMPLETE),
-             pb.FeedbackItem(retrieval_id=w.beta_retrieval, retrieval_quality="fine"),
-             pb.FeedbackItem(retrieval_id=ids["recall"], memory_feedback=[used(ids["memory"])]),
-             pb.FeedbackItem(retrieval_id=ids["closed_retrieval"], coverage=pb.COVERAGE_COMPLETE)]
+    items = [
+        pb.FeedbackItem(retrieval_id=ids["activation"], coverage=pb.COVERAGE_COMPLETE),
+        pb.FeedbackItem(retrieval_id=w.beta_retrieval, retrieval_quality="fine"),
+        pb.FeedbackItem(retrieval_id=ids["recall"], memory_feedback=[used(ids["memory"])]),
+        pb.FeedbackItem(retrieval_id=ids["closed_retrieval"], coverage=pb.COVERAGE_COMPLETE),
+    ]
     return lambda: w.beta.Feedback(pb.FeedbackRequest(items=items), timeout=30)
 
 
 def _batch_expected(w: World, got: tuple) -> bool:
     not_found = ("error", "not_found", False)
-    return got[0] == "batch" and got[1][0] == not_found and got[1][2] == not_found and got[1][3] == not_found \
-        and got[1][1][0] == "data" and got[1][1][1][0] == w.beta_session
+    return (
+        got[0] == "batch"
+        and got[1][0] == not_found
+        and got[1][2] == not_found
+        and got[1][3] == not_found
+        and got[1][1][0] == "data"
+        and got[1][1][1][0] == w.beta_session
+    )
 
 
-def _commit(kind: str):  # noqa: ANN202
+def _commit(kind: str):
     return lambda w, ids: lambda: w.beta.Commit(commit_request(ids[kind]), timeout=30)
 
 
 def _activate_with_token(w: World, ids: dict[str, str]) -> Callable[[], Any]:
-    return lambda: w.beta.Activate(pb.ActivateRequest(task="t", initial_goal="g", scope=w.scope,
-                                                      continuity_id=ids["continuity"]), timeout=30)
+    return lambda: w.beta.Activate(
+        pb.ActivateRequest(task="t", initial_goal="g", scope=w.scope, continuity_id=ids["continuity"]), timeout=30
+    )
 
 
-def _memory_entry(kind: str, **kw: Any):  # noqa: ANN202
+def _memory_entry(kind: str, **kw: Any):
     return lambda _w, ids: pb.MemoryFeedbackEntry(memory_id=ids[kind], assessment=pb.MEMORY_ASSESSMENT_USED, **kw)
 
 
-def _stale_own_memory(reason: int, replacement: str):  # noqa: ANN202
-    return lambda w, ids: pb.MemoryFeedbackEntry(memory_id=w.beta_memory, assessment=pb.MEMORY_ASSESSMENT_STALE,
-                                                 stale_reason=reason, reason="replaced",
-                                                 replacement_memory_id=ids[replacement])
+def _stale_own_memory(reason: int, replacement: str):
+    return lambda w, ids: pb.MemoryFeedbackEntry(
+        memory_id=w.beta_memory,
+        assessment=pb.MEMORY_ASSESSMENT_STALE,
+        stale_reason=reason,
+        reason="replaced",
+        replacement_memory_id=ids[replacement],
+    )
 
 
-def _procedure_entry(kind: str):  # noqa: ANN202
-    return lambda _w, ids: pb.ProcedureFeedbackEntry(procedure_id=ids[kind], use=pb.PROCEDURE_USE_NOT_USED,
-                                                     effect=res.EFFECT_UNKNOWN)
+def _procedure_entry(kind: str):
+    return lambda _w, ids: pb.ProcedureFeedbackEntry(
+        procedure_id=ids[kind], use=pb.PROCEDURE_USE_NOT_USED, effect=res.EFFECT_UNKNOWN
+    )
 
 
 def _ghost_table() -> dict[str, str]:
     g = ghost_ids()
-    return {**g, "recall_cursor": "cur_" + _token(32), "closed_session": "sess_" + secrets.token_hex(6),
-            "closed_retrieval": "ctx_" + secrets.token_hex(6), "procedure_retrieval": "ctx_" + secrets.token_hex(6)}
+    return {
+        **g,
+        "recall_cursor": "cur_" + _token(32),
+        "closed_session": "sess_" + secrets.token_hex(6),
+        "closed_retrieval": "ctx_" + secrets.token_hex(6),
+        "procedure_retrieval": "ctx_" + secrets.token_hex(6),
+    }
 
 
 CASES = [
@@ -280,8 +378,18 @@ CASES = [
     Case("Remember", "open session, batch form", _remember("session", batch=True), SESSION_NOT_FOUND),
     Case("Recall", "open session", _recall(_sid("session")), SESSION_NOT_FOUND),
     Case("Recall", "closed session", _recall(_sid("closed_session")), SESSION_NOT_FOUND),
-    Case("Recall", "activation cursor on beta's session", _recall(lambda w, _ids: w.beta_session, "cursor"), CURSOR_NOT_FOUND),
-    Case("Recall", "recall cursor on beta's session", _recall(lambda w, _ids: w.beta_session, "recall_cursor"), CURSOR_NOT_FOUND),
+    Case(
+        "Recall",
+        "activation cursor on beta's session",
+        _recall(lambda w, _ids: w.beta_session, "cursor"),
+        CURSOR_NOT_FOUND,
+    ),
+    Case(
+        "Recall",
+        "recall cursor on beta's session",
+        _recall(lambda w, _ids: w.beta_session, "recall_cursor"),
+        CURSOR_NOT_FOUND,
+    ),
     Case("Recall", "alpha's session and its own cursor", _recall(_sid("session"), "cursor"), SESSION_NOT_FOUND),
     Case("Feedback", "activation retrieval", _scalar_feedback("activation"), RETRIEVAL_NOT_FOUND),
     Case("Feedback", "recall retrieval", _scalar_feedback("recall"), RETRIEVAL_NOT_FOUND),
@@ -289,19 +397,36 @@ CASES = [
     Case("Feedback", "a feedback event id as retrieval", _scalar_feedback("feedback_event"), RETRIEVAL_NOT_FOUND),
     Case("Feedback", "a session id as retrieval", _scalar_feedback("session"), RETRIEVAL_NOT_FOUND),
     Case("Feedback", "batch items naming alpha's retrievals", _batch_feedback, _batch_expected),
-    Case("Feedback", "alpha's memory in memory_feedback",
-         _feedback_on_beta(memory=[_memory_entry("memory")]), rejected(pb.TARGET_KIND_MEMORY, "target_not_exposed", "memory_id")),
-    Case("Feedback", "alpha's procedure in procedure_feedback",
-         _feedback_on_beta(procedures=[_procedure_entry("procedure")]),
-         rejected(pb.TARGET_KIND_PROCEDURE, "target_not_exposed", "procedure_id")),
-    Case("Feedback", "alpha's procedure in memory_feedback",
-         _feedback_on_beta(memory=[_memory_entry("procedure")]), rejected(pb.TARGET_KIND_MEMORY, "target_not_exposed", "memory_id")),
-    Case("Feedback", "alpha's memory as superseded replacement",
-         _feedback_on_beta(memory=[_stale_own_memory(pb.STALE_REASON_SUPERSEDED, "memory")]),
-         rejected(pb.TARGET_KIND_MEMORY, "replacement_not_found", "replacement_memory_id")),
-    Case("Feedback", "alpha's memory as outdated replacement",
-         _feedback_on_beta(memory=[_stale_own_memory(pb.STALE_REASON_OUTDATED, "memory")]),
-         rejected(pb.TARGET_KIND_MEMORY, "replacement_not_found", "replacement_memory_id")),
+    Case(
+        "Feedback",
+        "alpha's memory in memory_feedback",
+        _feedback_on_beta(memory=[_memory_entry("memory")]),
+        rejected(pb.TARGET_KIND_MEMORY, "target_not_exposed", "memory_id"),
+    ),
+    Case(
+        "Feedback",
+        "alpha's procedure in procedure_feedback",
+        _feedback_on_beta(procedures=[_procedure_entry("procedure")]),
+        rejected(pb.TARGET_KIND_PROCEDURE, "target_not_exposed", "procedure_id"),
+    ),
+    Case(
+        "Feedback",
+        "alpha's procedure in memory_feedback",
+        _feedback_on_beta(memory=[_memory_entry("procedure")]),
+        rejected(pb.TARGET_KIND_MEMORY, "target_not_exposed", "memory_id"),
+    ),
+    Case(
+        "Feedback",
+        "alpha's memory as superseded replacement",
+        _feedback_on_beta(memory=[_stale_own_memory(pb.STALE_REASON_SUPERSEDED, "memory")]),
+        rejected(pb.TARGET_KIND_MEMORY, "replacement_not_found", "replacement_memory_id"),
+    ),
+    Case(
+        "Feedback",
+        "alpha's memory as outdated replacement",
+        _feedback_on_beta(memory=[_stale_own_memory(pb.STALE_REASON_OUTDATED, "memory")]),
+        rejected(pb.TARGET_KIND_MEMORY, "replacement_not_found", "replacement_memory_id"),
+    ),
     Case("Commit", "open session", _commit("session"), SESSION_NOT_FOUND),
     Case("Commit", "closed session (no update)", _commit("closed_session"), SESSION_NOT_FOUND),
 ]
@@ -320,8 +445,19 @@ def test_foreign_id_behaves_like_an_id_that_does_not_exist(world, case):
 
 def test_the_matrix_covers_every_rpc_and_id_kind():
     assert {c.rpc for c in CASES} == {"Activate", "Remember", "Recall", "Feedback", "Commit"}
-    kinds = {"session", "closed_session", "activation", "recall", "closed_retrieval", "memory", "procedure", "cursor",
-             "recall_cursor", "continuity", "feedback_event"}
+    kinds = {
+        "session",
+        "closed_session",
+        "activation",
+        "recall",
+        "closed_retrieval",
+        "memory",
+        "procedure",
+        "cursor",
+        "recall_cursor",
+        "continuity",
+        "feedback_event",
+    }
     probe = {k: f"<{k}>" for k in _ghost_table()}
     used_kinds: set[str] = set()
 
@@ -331,7 +467,7 @@ def test_the_matrix_covers_every_rpc_and_id_kind():
             return probe[key]
 
     class FakeStub:
-        def __getattr__(self, _name: str):  # noqa: ANN204
+        def __getattr__(self, _name: str):
             return lambda *a, **kw: None
 
     fake = World(None, FakeStub(), FakeStub(), "project:x", {}, ["c"], [], "", "", "", "sess_b", "ctx_b", "sch_1")
@@ -390,9 +526,13 @@ def beta_wrote(world) -> BetaWrote:
         # The probe session stays open: a commit would consolidate a lesson into alpha's store.
         a = activate(w.alpha, w.scope, task=probe_task, page_size=10)
         # Sorted: what alpha sees and its signals are compared, not the order of equal scores.
-        return (tuple(sorted((m.memory_id, m.content, m.ranking.learned) for m in a.memories)),
-                tuple((p.procedure_id, p.evidence.helped, p.evidence.harmed, p.ranking.learned) for p in a.procedures),
-                tuple(sorted(x.code for x in a.warnings)), a.memory_state, a.relevant_total)
+        return (
+            tuple(sorted((m.memory_id, m.content, m.ranking.learned) for m in a.memories)),
+            tuple((p.procedure_id, p.evidence.helped, p.evidence.harmed, p.ranking.learned) for p in a.procedures),
+            tuple(sorted(x.code for x in a.warnings)),
+            a.memory_state,
+            a.relevant_total,
+        )
 
     before_rows = owned_rows(w.srv, "alpha")
     before = alpha_view()
@@ -400,13 +540,36 @@ def beta_wrote(world) -> BetaWrote:
     mine = [m.memory_id for m in b.memories]
     for i in range(3):
         remember(w.beta, b.session_id, w.scope, f"{w.claims[3]} Beta's variant {i}.")
-    w.beta.Feedback(pb.FeedbackRequest(retrieval_id=b.retrieval_id, memory_feedback=[used(mine[0])],
-                                       missing=[w.gap_text, "How are beta's backups verified?"]), timeout=30)
-    w.beta.Feedback(pb.FeedbackRequest(retrieval_id=b.retrieval_id, coverage=pb.COVERAGE_COMPLETE, memory_feedback=[
-        pb.MemoryFeedbackEntry(memory_id=m, assessment=pb.MEMORY_ASSESSMENT_STALE, stale_reason=pb.STALE_REASON_OUTDATED,
-                               reason="beta moved on") for m in mine[1:]]), timeout=30)
-    commit(w.beta, b.session_id, outcome_summary=w.claims[2],
-           procedure=pb.CommitProcedure(goal=w.procedure_goal, summary="Beta's own way."))
+    w.beta.Feedback(
+        pb.FeedbackRequest(
+            retrieval_id=b.retrieval_id,
+            memory_feedback=[used(mine[0])],
+            missing=[w.gap_text, "How are beta's backups verified?"],
+        ),
+        timeout=30,
+    )
+    w.beta.Feedback(
+        pb.FeedbackRequest(
+            retrieval_id=b.retrieval_id,
+            coverage=pb.COVERAGE_COMPLETE,
+            memory_feedback=[
+                pb.MemoryFeedbackEntry(
+                    memory_id=m,
+                    assessment=pb.MEMORY_ASSESSMENT_STALE,
+                    stale_reason=pb.STALE_REASON_OUTDATED,
+                    reason="beta moved on",
+                )
+                for m in mine[1:]
+            ],
+        ),
+        timeout=30,
+    )
+    commit(
+        w.beta,
+        b.session_id,
+        outcome_summary=w.claims[2],
+        procedure=pb.CommitProcedure(goal=w.procedure_goal, summary="Beta's own way."),
+    )
     w.srv.consolidate()
     return BetaWrote(before, alpha_view(), before_rows, owned_rows(w.srv, "alpha"))
 
@@ -425,8 +588,9 @@ def test_another_tenants_words_do_not_change_relevance(world):
     w = world
     marker, secret = f"zm{uuid.uuid4().hex[:10]}", f"zs{uuid.uuid4().hex[:10]}"
     s = activate(w.alpha, w.scope, task="alpha claims", initial_goal="seed")
-    mine = remember(w.alpha, s.session_id, w.scope,
-                    f"The {marker} service keeps its audit log for ninety days in cold storage.").memory_id
+    mine = remember(
+        w.alpha, s.session_id, w.scope, f"The {marker} service keeps its audit log for ninety days in cold storage."
+    ).memory_id
     assess_all(w.alpha, s)
     commit(w.alpha, s.session_id, outcome_summary=claim("stored"))
     w.srv.consolidate()  # alpha's own consolidated lesson must not land between the two looks

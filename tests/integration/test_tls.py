@@ -1,4 +1,5 @@
 """TLS and mutual TLS (SLOWAVE_TLS_*), end to end with certificates made by the test."""
+
 from __future__ import annotations
 
 import datetime
@@ -18,7 +19,15 @@ from slowave.api.auth import StartupRefused
 from slowave.config import Settings
 from slowave.domain.api_keys import KeyEntry, hash_key
 from slowave.v1 import memory_service_pb2_grpc as pb_grpc
-from tests.support import activate, check_error, expect_error, keyed_stub, new_database_url, new_scope, start_test_server
+from tests.support import (
+    activate,
+    check_error,
+    expect_error,
+    keyed_stub,
+    new_database_url,
+    new_scope,
+    start_test_server,
+)
 
 pytestmark = pytest.mark.backend_neutral
 
@@ -30,36 +39,65 @@ class Pem:
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def make_ca(name: str) -> tuple[Pem, x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                                         key_encipherment=False, data_encipherment=False, key_agreement=False,
-                                         encipher_only=False, decipher_only=False), critical=True)
-            .sign(key, hashes.SHA256()))
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(key, hashes.SHA256())
+    )
     return Pem(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)), cert, key
 
 
 def issue(ca_cert: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, name: str, *, server: bool) -> Pem:
     key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc)
-    builder = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-               .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-               .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server
-                                                     else ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False))
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]),
+            critical=False,
+        )
+    )
     if server:
-        builder = builder.add_extension(x509.SubjectAlternativeName([
-            x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
     cert = builder.sign(ca_key, hashes.SHA256())
     return Pem(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
@@ -80,8 +118,10 @@ class Pki:
         return str(path)
 
     def server_settings(self, mutual: bool) -> dict:
-        settings = {"tls_cert_file": self.file("server.pem", self.server.cert),
-                    "tls_key_file": self.file("server.key", self.server.key)}
+        settings = {
+            "tls_cert_file": self.file("server.pem", self.server.cert),
+            "tls_key_file": self.file("server.key", self.server.key),
+        }
         if mutual:
             settings["tls_client_ca_file"] = self.file("client-ca.pem", self.client_ca.cert)
         return settings
@@ -93,14 +133,23 @@ def pki(tmp_path_factory) -> Pki:
     server_ca, sca_cert, sca_key = make_ca("slowave test server CA")
     client_ca, cca_cert, cca_key = make_ca("slowave test client CA")
     stranger_ca, xca_cert, xca_key = make_ca("some other CA")
-    return Pki(directory, server_ca, issue(sca_cert, sca_key, "slowave", server=True), client_ca,
-               issue(cca_cert, cca_key, "agent-1", server=False), issue(xca_cert, xca_key, "intruder", server=False),
-               stranger_ca)
+    return Pki(
+        directory,
+        server_ca,
+        issue(sca_cert, sca_key, "slowave", server=True),
+        client_ca,
+        issue(cca_cert, cca_key, "agent-1", server=False),
+        issue(xca_cert, xca_key, "intruder", server=False),
+        stranger_ca,
+    )
 
 
 def secure_channel(port: int, root: bytes, client: Pem | None = None) -> grpc.Channel:
-    creds = grpc.ssl_channel_credentials(root_certificates=root, private_key=client.key if client else None,
-                                         certificate_chain=client.cert if client else None)
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=root,
+        private_key=client.key if client else None,
+        certificate_chain=client.cert if client else None,
+    )
     return grpc.secure_channel(f"127.0.0.1:{port}", creds)
 
 
@@ -153,10 +202,12 @@ def test_tls_with_api_keys(tmp_path, pki):
 def test_client_certificates_allow_a_non_loopback_bind_and_server_only_tls_does_not(tmp_path, pki):
     url = new_database_url(tmp_path)
     with pytest.raises(StartupRefused, match="SLOWAVE_ALLOW_INSECURE_BIND"):
-        start_server(Settings(listen_addr="0.0.0.0:0", database_url=url, metrics_addr="",
-                              **pki.server_settings(mutual=False)))
-    running = start_server(Settings(listen_addr="0.0.0.0:0", database_url=url, metrics_addr="",
-                                    **pki.server_settings(mutual=True)))
+        start_server(
+            Settings(listen_addr="0.0.0.0:0", database_url=url, metrics_addr="", **pki.server_settings(mutual=False))
+        )
+    running = start_server(
+        Settings(listen_addr="0.0.0.0:0", database_url=url, metrics_addr="", **pki.server_settings(mutual=True))
+    )
     try:
         channel = secure_channel(running.port, pki.server_ca.cert, pki.client)
         assert activate(pb_grpc.MemoryServiceStub(channel), new_scope()).session_id.startswith("sess_")
@@ -165,17 +216,21 @@ def test_client_certificates_allow_a_non_loopback_bind_and_server_only_tls_does_
         running.stop(grace=1)
 
 
-@pytest.mark.parametrize("which, message", [
-    ({"tls_cert_file": "server.pem"}, "both SLOWAVE_TLS_CERT_FILE and SLOWAVE_TLS_KEY_FILE"),
-    ({"tls_key_file": "server.key"}, "both SLOWAVE_TLS_CERT_FILE and SLOWAVE_TLS_KEY_FILE"),
-    ({"tls_client_ca_file": "client-ca.pem"}, "SLOWAVE_TLS_CLIENT_CA_FILE needs"),
-    ({"tls_cert_file": "missing.pem", "tls_key_file": "server.key"}, "SLOWAVE_TLS_CERT_FILE=.*cannot read"),
-    ({"tls_cert_file": "server.pem", "tls_key_file": "garbage"}, "SLOWAVE_TLS_KEY_FILE=.*not a PEM file"),
-])
+@pytest.mark.parametrize(
+    "which, message",
+    [
+        ({"tls_cert_file": "server.pem"}, "both SLOWAVE_TLS_CERT_FILE and SLOWAVE_TLS_KEY_FILE"),
+        ({"tls_key_file": "server.key"}, "both SLOWAVE_TLS_CERT_FILE and SLOWAVE_TLS_KEY_FILE"),
+        ({"tls_client_ca_file": "client-ca.pem"}, "SLOWAVE_TLS_CLIENT_CA_FILE needs"),
+        ({"tls_cert_file": "missing.pem", "tls_key_file": "server.key"}, "SLOWAVE_TLS_CERT_FILE=.*cannot read"),
+        ({"tls_cert_file": "server.pem", "tls_key_file": "garbage"}, "SLOWAVE_TLS_KEY_FILE=.*not a PEM file"),
+    ],
+)
 def test_incomplete_or_unreadable_tls_configuration_refuses_to_start(tmp_path, pki, which, message):
     pki.server_settings(mutual=True)  # writes the files
     pki.file("garbage", b"not a key")
     paths = {k: str(pki.dir / v) for k, v in which.items()}
     with pytest.raises(StartupRefused, match=message):
-        start_server(Settings(listen_addr="127.0.0.1:0", database_url=new_database_url(tmp_path), metrics_addr="",
-                              **paths))
+        start_server(
+            Settings(listen_addr="127.0.0.1:0", database_url=new_database_url(tmp_path), metrics_addr="", **paths)
+        )

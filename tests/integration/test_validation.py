@@ -5,6 +5,7 @@ is checked to leave the database unchanged (`Server.snapshot()` before and after
 contract says the refusal still touches the session (spec 2.3), everything but that touch is
 compared and the touch itself is asserted.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,9 @@ from google.protobuf import struct_pb2
 
 from slowave.storage import tables
 from tests.support import (
-    check_error,
     ErrorDetails,
     activate,
+    check_error,
     commit,
     commit_request,
     expect_error,
@@ -62,6 +63,7 @@ def nested(levels: int) -> dict:
 def canonical_size(value: dict) -> int:
     """Spec 3.5's canonical JSON, written from the contract: sorted keys, no white space, non-ASCII
     unescaped, integral numbers without fraction."""
+
     def norm(v: Any) -> Any:
         if isinstance(v, dict):
             return {k: norm(x) for k, x in v.items()}
@@ -70,6 +72,7 @@ def canonical_size(value: dict) -> int:
         if isinstance(v, float) and v.is_integer():
             return int(v)
         return v
+
     return len(json.dumps(norm(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
 
 
@@ -90,8 +93,9 @@ def assert_only_touched(before: dict, after: dict, session_id: str, *, recall: b
     recall count) of an open session (spec 2.3, 7.2): rows, ledger and every other column unchanged."""
     assert after["counts"] == before["counts"]
     assert after["ledger"] == before["ledger"]
-    assert sessions_without(after, "last_activity_at", "recall_calls") == \
-        sessions_without(before, "last_activity_at", "recall_calls")
+    assert sessions_without(after, "last_activity_at", "recall_calls") == sessions_without(
+        before, "last_activity_at", "recall_calls"
+    )
     old, new = session_of(before, session_id), session_of(after, session_id)
     assert new["last_activity_at"] > old["last_activity_at"], "the refused request did not touch the session"
     assert new["recall_calls"] == old["recall_calls"] + (1 if recall else 0)
@@ -128,9 +132,22 @@ def test_s02_oversized_initial_goal_is_rejected(server, stub, scope):
 # ------------------------------------------------------------------------------------------ 3
 
 
-@pytest.mark.parametrize("bad_scope", [
-    "project", ":x", "a: ", "", "   ", "a:", ":", "  :x  ", " :  ", "ab", "p:" + "x" * 255,
-])
+@pytest.mark.parametrize(
+    "bad_scope",
+    [
+        "project",
+        ":x",
+        "a: ",
+        "",
+        "   ",
+        "a:",
+        ":",
+        "  :x  ",
+        " :  ",
+        "ab",
+        "p:" + "x" * 255,
+    ],
+)
 def test_s03_malformed_scope_is_rejected(server, stub, bad_scope):
     before = server.snapshot()
     err = expect_error(lambda: stub.Activate(activate_request(bad_scope), timeout=30))
@@ -170,8 +187,11 @@ def test_s03_scope_edge_forms_are_accepted(make_server, good_scope):
 
 
 def _case_variants(scope: str) -> list[str]:
-    return [scope.upper(), scope[0].upper() + scope[1:], scope[:-1] + scope[-1].upper() if scope[-1].isalpha()
-            else scope.replace("t-", "T-", 1)]
+    return [
+        scope.upper(),
+        scope[0].upper() + scope[1:],
+        scope[:-1] + scope[-1].upper() if scope[-1].isalpha() else scope.replace("t-", "T-", 1),
+    ]
 
 
 @pytest.mark.parametrize("form", ["scalar", "batch"])
@@ -183,8 +203,9 @@ def test_s13_remember_scope_differing_by_case_is_mismatch(server, stub, scope, f
     if form == "scalar":
         request = pb.RememberRequest(session_id=a.session_id, scope=other, content=CLAIM, type=res.MEMORY_TYPE_FACT)
     else:
-        request = pb.RememberRequest(session_id=a.session_id, scope=other,
-                                     memories=[pb.RememberItem(content=CLAIM, type=res.MEMORY_TYPE_FACT)])
+        request = pb.RememberRequest(
+            session_id=a.session_id, scope=other, memories=[pb.RememberItem(content=CLAIM, type=res.MEMORY_TYPE_FACT)]
+        )
     before = server.snapshot()
     err = expect_error(lambda: stub.Remember(request, timeout=30))
     check_error(err, grpc.StatusCode.FAILED_PRECONDITION, "SCOPE_MISMATCH", "invalid_input", False)
@@ -252,8 +273,12 @@ def test_s14_recall_task_context_violations(server, stub, scope, case):
     context, path, exact = BAD_TASK_CONTEXTS[case]
     a = activate(stub, scope)
     before = server.snapshot()
-    err = expect_error(lambda: stub.Recall(pb.RecallRequest(session_id=a.session_id, scope=scope, query="build",
-                                                            task_context=struct(context)), timeout=30))
+    err = expect_error(
+        lambda: stub.Recall(
+            pb.RecallRequest(session_id=a.session_id, scope=scope, query="build", task_context=struct(context)),
+            timeout=30,
+        )
+    )
     _check_task_context_error(err, path, exact)
     assert server.snapshot() == before
 
@@ -273,7 +298,10 @@ def test_s15_commit_lists_all_four_violations(server, stub, scope):
     a = activate(stub, scope, task=CLAIM)
     assert [m.memory_id for m in a.memories] == [memory]  # unassessed: validation precedes the gate
     request = pb.CommitRequest(
-        session_id=a.session_id, final_goal="  ", outcome=res.OUTCOME_UNSPECIFIED, outcome_summary="",
+        session_id=a.session_id,
+        final_goal="  ",
+        outcome=res.OUTCOME_UNSPECIFIED,
+        outcome_summary="",
         verification=pb.Verification(status=res.VERIFICATION_STATUS_VERIFIED, summary=" \n\t"),
     )
     before = server.snapshot()
@@ -308,8 +336,9 @@ def test_s16_recall_and_remember_unknown_session_are_not_found(server, stub, sco
     before = server.snapshot()
     for call in (
         lambda: stub.Recall(pb.RecallRequest(session_id="sess_abc123", scope=scope, query="build"), timeout=30),
-        lambda: stub.Recall(pb.RecallRequest(session_id="sess_abc123", scope=scope, continue_from=UNKNOWN_CURSOR),
-                            timeout=30),
+        lambda: stub.Recall(
+            pb.RecallRequest(session_id="sess_abc123", scope=scope, continue_from=UNKNOWN_CURSOR), timeout=30
+        ),
         lambda: remember(stub, "sess_abc123", scope, CLAIM),
     ):
         check_error(expect_error(call), grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND", "invalid_input", False)
@@ -324,8 +353,11 @@ def test_s60_unknown_cursor_on_ended_session_is_session_ended(server, stub, scop
     commit(stub, a.session_id)
     before = server.snapshot()
     for call_scope in (scope, scope.upper()):  # ended is reported before a scope mismatch (stage 4)
-        err = expect_error(lambda: stub.Recall(
-            pb.RecallRequest(session_id=a.session_id, scope=call_scope, continue_from=UNKNOWN_CURSOR), timeout=30))
+        err = expect_error(
+            lambda: stub.Recall(
+                pb.RecallRequest(session_id=a.session_id, scope=call_scope, continue_from=UNKNOWN_CURSOR), timeout=30
+            )
+        )
         check_error(err, grpc.StatusCode.FAILED_PRECONDITION, "SESSION_ENDED", "invalid_input", False)
     # An ended session is not touched (spec 2.3).
     assert server.snapshot() == before
@@ -343,15 +375,20 @@ def test_s60_unknown_cursor_with_mismatched_scope_is_scope_mismatch(server, stub
     assert_only_touched(before, middle, a.session_id, recall=True)
 
     # With the right scope the unknown cursor is reached: stage 5, CURSOR_NOT_FOUND (also a touch).
-    err = expect_error(lambda: stub.Recall(
-        pb.RecallRequest(session_id=a.session_id, scope=scope, continue_from=UNKNOWN_CURSOR), timeout=30))
+    err = expect_error(
+        lambda: stub.Recall(
+            pb.RecallRequest(session_id=a.session_id, scope=scope, continue_from=UNKNOWN_CURSOR), timeout=30
+        )
+    )
     check_error(err, grpc.StatusCode.NOT_FOUND, "CURSOR_NOT_FOUND", "invalid_input", False)
     assert_only_touched(middle, server.snapshot(), a.session_id, recall=True)
 
 
 def test_s60_blank_task_with_unknown_token_reports_only_task(server, stub, scope):
     before = server.snapshot()
-    err = expect_error(lambda: stub.Activate(activate_request(scope, task="  ", continuity_id=UNKNOWN_TOKEN), timeout=30))
+    err = expect_error(
+        lambda: stub.Activate(activate_request(scope, task="  ", continuity_id=UNKNOWN_TOKEN), timeout=30)
+    )
     check_invalid(err, ["task"])  # stage 2 fails first; the token lookup (stage 3) never runs
     assert len(err.violations) == 1
     assert server.snapshot() == before
@@ -368,8 +405,9 @@ def test_s60_unknown_token_alone_is_invalid_continuity_id(server, stub, scope):
 def test_s60_malformed_token_and_blank_task_reported_together(server, stub, scope):
     """A malformed token is a stage-2 rule, reported with every other violation (spec 5.1)."""
     before = server.snapshot()
-    err = expect_error(lambda: stub.Activate(
-        activate_request(scope, task="", continuity_id="cont_tooshort"), timeout=30))
+    err = expect_error(
+        lambda: stub.Activate(activate_request(scope, task="", continuity_id="cont_tooshort"), timeout=30)
+    )
     check_invalid(err, ["task", "continuity_id"])
     assert server.snapshot() == before
 
@@ -431,13 +469,23 @@ def test_s64_task_context_size_boundary(server, stub, scope, build):
 def test_s64_recall_task_context_size_boundary(server, stub, scope):
     """The same limit on a fresh Recall's own task_context (stage 2, spec 7.1)."""
     a = activate(stub, scope)
-    ok = stub.Recall(pb.RecallRequest(session_id=a.session_id, scope=scope, query="build",
-                                      task_context=struct(_sized_context(16384))), timeout=30)
+    ok = stub.Recall(
+        pb.RecallRequest(
+            session_id=a.session_id, scope=scope, query="build", task_context=struct(_sized_context(16384))
+        ),
+        timeout=30,
+    )
     assert ok.retrieval_id.startswith("rec_")
     b = activate(stub, scope)
     before = server.snapshot()
-    err = expect_error(lambda: stub.Recall(pb.RecallRequest(session_id=b.session_id, scope=scope, query="build",
-                                                            task_context=struct(_sized_context(16385))), timeout=30))
+    err = expect_error(
+        lambda: stub.Recall(
+            pb.RecallRequest(
+                session_id=b.session_id, scope=scope, query="build", task_context=struct(_sized_context(16385))
+            ),
+            timeout=30,
+        )
+    )
     check_invalid(err, ["task_context"])
     assert server.snapshot() == before
 
@@ -445,8 +493,19 @@ def test_s64_recall_task_context_size_boundary(server, stub, scope):
 # ------------------------------------------------------------------------------ U+0000 (service reading)
 
 
-@pytest.mark.parametrize("where", ["task", "scope", "content", "memory_id", "task_context value",
-                                   "task_context list item", "procedure.context key", "procedure.context value"])
+@pytest.mark.parametrize(
+    "where",
+    [
+        "task",
+        "scope",
+        "content",
+        "memory_id",
+        "task_context value",
+        "task_context list item",
+        "procedure.context key",
+        "procedure.context value",
+    ],
+)
 def test_nul_character_is_invalid_argument_on_the_field_and_stores_nothing(server, where):
     """PostgreSQL text cannot hold U+0000, so both backends refuse it at validation (the contract is
     silent): a precise violation instead of an internal error on one backend only."""
@@ -454,27 +513,37 @@ def test_nul_character_is_invalid_argument_on_the_field_and_stores_nothing(serve
     a = activate(stub, scope, task="Prepare the release")
     before = server.snapshot()
     if where == "task":
-        call = lambda: stub.Activate(pb.ActivateRequest(task="deploy\x00now", initial_goal="go", scope=scope))  # noqa: E731
+        call = lambda: stub.Activate(pb.ActivateRequest(task="deploy\x00now", initial_goal="go", scope=scope))
         path = "task"
     elif where == "scope":
-        call = lambda: stub.Activate(pb.ActivateRequest(task="deploy", initial_goal="go", scope="project:a\x00b"))  # noqa: E731
+        call = lambda: stub.Activate(pb.ActivateRequest(task="deploy", initial_goal="go", scope="project:a\x00b"))
         path = "scope"
     elif where == "content":
-        call = lambda: remember(stub, a.session_id, scope, "port\x008080")  # noqa: E731
+        call = lambda: remember(stub, a.session_id, scope, "port\x008080")
         path = "content"
     elif where == "memory_id":
-        call = lambda: stub.Feedback(pb.FeedbackRequest(  # noqa: E731
-            retrieval_id=a.retrieval_id, memory_feedback=[pb.MemoryFeedbackEntry(memory_id="sch_\x001")]))
+        call = lambda: stub.Feedback(
+            pb.FeedbackRequest(
+                retrieval_id=a.retrieval_id, memory_feedback=[pb.MemoryFeedbackEntry(memory_id="sch_\x001")]
+            )
+        )
         path = "memory_feedback[0].memory_id"
     elif where.startswith("task_context"):
         value = "prod\x00" if where.endswith("value") else ["prod", "eu\x00west"]
-        call = lambda: stub.Activate(pb.ActivateRequest(  # noqa: E731
-            task="deploy", initial_goal="go", scope=scope, task_context=struct({"env": value})))
+        call = lambda: stub.Activate(
+            pb.ActivateRequest(task="deploy", initial_goal="go", scope=scope, task_context=struct({"env": value}))
+        )
         path = "task_context.env" if where.endswith("value") else "task_context.env[1]"
     else:
         context = {"re\x00gion": "eu"} if where.endswith("key") else {"region": "eu\x00"}
-        call = lambda: stub.Commit(commit_request(a.session_id, procedure=pb.CommitProcedure(  # noqa: E731
-            summary="Deploy with the pipeline.", steps=["run it"], context=struct(context))))
+        call = lambda: stub.Commit(
+            commit_request(
+                a.session_id,
+                procedure=pb.CommitProcedure(
+                    summary="Deploy with the pipeline.", steps=["run it"], context=struct(context)
+                ),
+            )
+        )
         path = "procedure.context.re\\u0000gion" if where.endswith("key") else "procedure.context.region"
     err = expect_error(call)
     check_invalid(err, [path])

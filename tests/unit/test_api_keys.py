@@ -1,4 +1,5 @@
 """API keys (spec 3.1): key configuration, hashing, bearer metadata, the lookup cache, listen addresses."""
+
 from __future__ import annotations
 
 import hashlib
@@ -50,19 +51,22 @@ def test_display_shows_a_prefix_only():
     assert shown.startswith("sha256:" + KEY_HASH[7:19]) and KEY_HASH not in shown
 
 
-@pytest.mark.parametrize("values, expected", [
-    ([f"Bearer {KEY}"], KEY),
-    ([f"bearer {KEY}"], KEY),
-    ([f"BEARER   {KEY} "], KEY),
-    ([], None),
-    ([KEY], None),                       # no scheme
-    (["Bearer"], None),
-    (["Bearer "], None),
-    ([f"Basic {KEY}"], None),
-    ([f"Bearer {KEY} extra"], None),     # two tokens
-    ([f"Bearer{KEY}"], None),            # no separator
-    ([f"Bearer {KEY}", f"Bearer {KEY}"], None),  # repeated header
-])
+@pytest.mark.parametrize(
+    "values, expected",
+    [
+        ([f"Bearer {KEY}"], KEY),
+        ([f"bearer {KEY}"], KEY),
+        ([f"BEARER   {KEY} "], KEY),
+        ([], None),
+        ([KEY], None),  # no scheme
+        (["Bearer"], None),
+        (["Bearer "], None),
+        ([f"Basic {KEY}"], None),
+        ([f"Bearer {KEY} extra"], None),  # two tokens
+        ([f"Bearer{KEY}"], None),  # no separator
+        ([f"Bearer {KEY}", f"Bearer {KEY}"], None),  # repeated header
+    ],
+)
 def test_bearer_metadata(values, expected):
     assert bearer_token(values) == expected
 
@@ -71,9 +75,9 @@ def test_config_lines_with_hashes_plaintext_comments_and_separators():
     other = "another-plaintext-key-0123"
     text = f"""
     # tenant   credential
-    acme  {KEY_HASH.upper().replace('SHA256', 'sha256')}   # upper-case hex is accepted
+    acme  {KEY_HASH.upper().replace("SHA256", "sha256")}   # upper-case hex is accepted
     globex={other}
-    initech {hash_key('third-key-with-enough-chars')} , hooli {hash_key('fourth-key-with-enough-chars')}
+    initech {hash_key("third-key-with-enough-chars")} , hooli {hash_key("fourth-key-with-enough-chars")}
     """
     entries = parse_key_config(text, "keys.txt")
     assert entries == [
@@ -90,16 +94,19 @@ def test_env_style_list_and_duplicates():
     assert entries == [KeyEntry("acme", KEY_HASH), KeyEntry("beta", hash_key("b" * 20))]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("acme", "expected"),
-    ("acme sha256:abc", "64 hex digits"),
-    ("acme sha256:" + "g" * 64, "64 hex digits"),
-    ("acme short-key", "at least 16"),
-    ("-acme " + KEY, "tenant names"),
-    ("a" * 65 + " " + KEY, "tenant names"),
-    ("acme " + KEY + " extra", "expected"),
-    (f"acme {KEY}\nbeta {KEY}", "one tenant"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("acme", "expected"),
+        ("acme sha256:abc", "64 hex digits"),
+        ("acme sha256:" + "g" * 64, "64 hex digits"),
+        ("acme short-key", "at least 16"),
+        ("-acme " + KEY, "tenant names"),
+        ("a" * 65 + " " + KEY, "tenant names"),
+        ("acme " + KEY + " extra", "expected"),
+        (f"acme {KEY}\nbeta {KEY}", "one tenant"),
+    ],
+)
 def test_bad_config_is_refused_without_quoting_keys(text, message):
     with pytest.raises(KeyConfigError) as info:
         parse_key_config(text, "keys.txt")
@@ -126,11 +133,17 @@ def test_tenant_names():
 def test_settings_from_file_and_environment(tmp_path):
     keys_file = tmp_path / "keys"
     keys_file.write_text(f"acme {KEY_HASH}\n")
-    settings = Settings.from_env({"SLOWAVE_API_KEYS_FILE": str(keys_file),
-                                  "SLOWAVE_API_KEYS": "beta=plaintext-key-for-beta-0001",
-                                  "SLOWAVE_AUTH_CACHE_SECONDS": "0.5", "SLOWAVE_ALLOW_INSECURE_BIND": "1",
-                                  "SLOWAVE_TLS_CERT_FILE": "c.pem", "SLOWAVE_TLS_KEY_FILE": "k.pem",
-                                  "SLOWAVE_TLS_CLIENT_CA_FILE": "ca.pem"})
+    settings = Settings.from_env(
+        {
+            "SLOWAVE_API_KEYS_FILE": str(keys_file),
+            "SLOWAVE_API_KEYS": "beta=plaintext-key-for-beta-0001",
+            "SLOWAVE_AUTH_CACHE_SECONDS": "0.5",
+            "SLOWAVE_ALLOW_INSECURE_BIND": "1",
+            "SLOWAVE_TLS_CERT_FILE": "c.pem",
+            "SLOWAVE_TLS_KEY_FILE": "k.pem",
+            "SLOWAVE_TLS_CLIENT_CA_FILE": "ca.pem",
+        }
+    )
     assert settings.api_keys == (KeyEntry("acme", KEY_HASH), KeyEntry("beta", hash_key("plaintext-key-for-beta-0001")))
     assert "plaintext-key-for-beta-0001" not in repr(settings)
     assert settings.auth_cache_seconds == 0.5 and settings.allow_insecure_bind
@@ -176,13 +189,28 @@ def test_cache_disabled_and_bounded():
     assert len(small._entries) == 3 and set(small._entries) == {"k7", "k8", "k9"}
 
 
-@pytest.mark.parametrize("addr, loopback", [
-    ("127.0.0.1:50051", True), ("127.3.2.1:0", True), ("localhost:50051", True), ("LOCALHOST:1", True),
-    ("[::1]:50051", True), ("[::ffff:127.0.0.1]:1", True), ("unix:/tmp/slowave.sock", True),
-    ("0.0.0.0:50051", False), ("[::]:50051", False), (":50051", False), ("8.8.8.8:50051", False),
-    ("10.0.0.5:50051", False), ("192.168.1.2:1", False), ("[2001:db8::1]:50051", False),
-    ("example.com:50051", False), ("localhost.example.com:1", False), ("128.0.0.1:1", False),
-])
+@pytest.mark.parametrize(
+    "addr, loopback",
+    [
+        ("127.0.0.1:50051", True),
+        ("127.3.2.1:0", True),
+        ("localhost:50051", True),
+        ("LOCALHOST:1", True),
+        ("[::1]:50051", True),
+        ("[::ffff:127.0.0.1]:1", True),
+        ("unix:/tmp/slowave.sock", True),
+        ("0.0.0.0:50051", False),
+        ("[::]:50051", False),
+        (":50051", False),
+        ("8.8.8.8:50051", False),
+        ("10.0.0.5:50051", False),
+        ("192.168.1.2:1", False),
+        ("[2001:db8::1]:50051", False),
+        ("example.com:50051", False),
+        ("localhost.example.com:1", False),
+        ("128.0.0.1:1", False),
+    ],
+)
 def test_loopback_listen_addresses(addr, loopback):
     assert is_loopback_listen_address(addr) is loopback
 

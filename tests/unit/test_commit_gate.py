@@ -1,4 +1,5 @@
 """The commit gate (spec 11.1; checklist 42, 43)."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,7 +23,8 @@ def test_passes_when_every_target_is_covered():
 
 def test_passes_without_retrievals_or_exposures():
     assert outstanding_feedback([]) == outstanding_feedback(
-        [RetrievalExposure("ctx_aaaaaaaaaaaa", []), RetrievalExposure("rec_bbbbbbbbbbbb", [])])
+        [RetrievalExposure("ctx_aaaaaaaaaaaa", []), RetrievalExposure("rec_bbbbbbbbbbbb", [])]
+    )
     assert not outstanding_feedback([])
     enforce_commit_gate([])  # does not raise
     enforce_commit_gate([RetrievalExposure("ctx_aaaaaaaaaaaa", []), RetrievalExposure("rec_bbbbbbbbbbbb", [])])
@@ -42,7 +44,9 @@ def test_one_unassessed_memory_blocks_with_seed_message_and_retryable():
 
 def test_outstanding_lists_only_blocking_retrievals_in_creation_order_ids_in_exposure_order():
     retrievals = [
-        RetrievalExposure("ctx_aaaaaaaaaaaa", [mt("sch_5"), mt("sch_2", True), mt("sch_9"), pt("proc_b"), pt("proc_a")]),
+        RetrievalExposure(
+            "ctx_aaaaaaaaaaaa", [mt("sch_5"), mt("sch_2", True), mt("sch_9"), pt("proc_b"), pt("proc_a")]
+        ),
         RetrievalExposure("rec_000000000001", []),  # exposed nothing: never listed
         RetrievalExposure("rec_000000000002", [mt("sch_1", True), pt("proc_c", True)]),  # fully covered
         RetrievalExposure("rec_000000000003", [pt("proc_z")]),
@@ -63,8 +67,10 @@ def test_outstanding_lists_only_blocking_retrievals_in_creation_order_ids_in_exp
 
 def test_same_memory_exposed_by_two_retrievals_needs_each():
     """Exposure is per event: a memory covered under one retrieval is still owed under the other."""
-    out = outstanding_feedback([
-        RetrievalExposure("ctx_aaaaaaaaaaaa", [mt("sch_1", True)]),
-        RetrievalExposure("rec_bbbbbbbbbbbb", [mt("sch_1", False)]),
-    ])
+    out = outstanding_feedback(
+        [
+            RetrievalExposure("ctx_aaaaaaaaaaaa", [mt("sch_1", True)]),
+            RetrievalExposure("rec_bbbbbbbbbbbb", [mt("sch_1", False)]),
+        ]
+    )
     assert out == [OutstandingRetrieval("rec_bbbbbbbbbbbb", ["sch_1"], [])]

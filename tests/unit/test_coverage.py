@@ -1,4 +1,5 @@
 """Coverage: partial and complete, implicit rows, the declaration (spec 10.3; checklist 36-38)."""
+
 from __future__ import annotations
 
 from slowave.domain.coverage import apply_coverage

@@ -1,7 +1,8 @@
 """The SQLite driver path writes and reads exactly what SQLAlchemy would (storage.driver_path)."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from slowave.storage import driver_path
 from slowave.storage import tables as t
 from slowave.storage.database import Database
 
-NOW = datetime(2026, 11, 30, 12, 34, 56, 789012, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 30, 12, 34, 56, 789012, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -25,13 +26,22 @@ def db(tmp_path: Path) -> Database:
 def _session(session_id: str) -> dict:
     # A non-UTC offset: both paths must store the same UTC instant.
     started = NOW.astimezone(timezone(timedelta(hours=-5)))
-    return dict(id=session_id, tenant="local", scope="project:x", task="Ship it", initial_goal="Ship it",
-                task_context={"repo": "a", "nested": {"n": 1.5, "list": [True, None, "ü"]}},
-                continuity_id="cont_1", state="open", feedback_status="pending", started_at=started,
-                last_activity_at=started)  # recall_calls, session_events, completion_recorded: defaults
+    return dict(
+        id=session_id,
+        tenant="local",
+        scope="project:x",
+        task="Ship it",
+        initial_goal="Ship it",
+        task_context={"repo": "a", "nested": {"n": 1.5, "list": [True, None, "ü"]}},
+        continuity_id="cont_1",
+        state="open",
+        feedback_status="pending",
+        started_at=started,
+        last_activity_at=started,
+    )  # recall_calls, session_events, completion_recorded: defaults
 
 
-def _without(row, *keys: str) -> dict:  # noqa: ANN001
+def _without(row, *keys: str) -> dict:
     return {k: v for k, v in row._mapping.items() if k not in keys}
 
 
@@ -42,7 +52,7 @@ def test_insert_stores_what_sqlalchemy_stores_including_defaults_json_and_utc(db
         rows = {r.id: r for r in conn.execute(select(t.sessions))}
     assert _without(rows["sess_driver"], "id") == _without(rows["sess_sa"], "id")
     stored = rows["sess_driver"]
-    assert stored.started_at == NOW and stored.started_at.tzinfo == timezone.utc
+    assert stored.started_at == NOW and stored.started_at.tzinfo == UTC
     assert stored.recall_calls == 0 and stored.completion_recorded is False
     assert stored.task_context["nested"]["list"] == [True, None, "ü"]
 
@@ -78,8 +88,9 @@ def test_row_where_and_update_where_match_sqlalchemy(db: Database) -> None:
     from sqlalchemy import update
 
     later = NOW + timedelta(minutes=5)
-    change = dict(state="closed", ended_at=later, verification={"status": "verified", "refs": ["a", 1]},
-                  completion_recorded=True)
+    change = dict(
+        state="closed", ended_at=later, verification={"status": "verified", "refs": ["a", 1]}, completion_recorded=True
+    )
     with db.engine.begin() as conn:
         conn.execute(insert(t.sessions), [_session("sess_sa"), _session("sess_driver")])
         conn.execute(update(t.sessions).where(t.sessions.c.id == "sess_sa").values(**change))

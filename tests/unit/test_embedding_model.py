@@ -1,4 +1,5 @@
 """The shipped static embedding model, its encoder and the dense index (slowave.embedding)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -54,11 +55,13 @@ def test_rows_are_unit_length_and_an_empty_text_is_a_zero_row(encoder):
 
 
 def test_a_paraphrase_is_nearer_than_unrelated_claims(encoder):
-    claim, paraphrase, unrelated = encoder.encode([
-        "The payments service keeps its ledger in PostgreSQL 16.",
-        "Which database engine does the billing system use to store transactions?",
-        "Office plants are watered by the facilities team on Mondays.",
-    ])
+    claim, paraphrase, unrelated = encoder.encode(
+        [
+            "The payments service keeps its ledger in PostgreSQL 16.",
+            "Which database engine does the billing system use to store transactions?",
+            "Office plants are watered by the facilities team on Mondays.",
+        ]
+    )
     assert float(claim @ paraphrase) > float(unrelated @ paraphrase) + 0.1
 
 
@@ -66,10 +69,21 @@ def test_calibration_attributes():
     assert 0 <= StaticEncoder.floor_cosine < StaticEncoder.full_cosine <= 1
 
 
-@pytest.mark.parametrize("raw, choice", [
-    (None, "static"), ("static", "static"), ("on", "static"), ("1", "static"), (" Static ", "static"),
-    ("off", "off"), ("false", "off"), ("0", "off"), ("minilm", "minilm"), ("nonsense", "static"),
-])
+@pytest.mark.parametrize(
+    "raw, choice",
+    [
+        (None, "static"),
+        ("static", "static"),
+        ("on", "static"),
+        ("1", "static"),
+        (" Static ", "static"),
+        ("off", "off"),
+        ("false", "off"),
+        ("0", "off"),
+        ("minilm", "minilm"),
+        ("nonsense", "static"),
+    ],
+)
 def test_semantic_setting(raw, choice):
     assert parse_semantic(raw) == choice
     env = {} if raw is None else {"SLOWAVE_SEMANTIC": raw}
@@ -186,13 +200,17 @@ def test_a_paraphrase_sharing_no_word_is_a_dense_candidate_through_the_graph(enc
     """At and above the graph threshold the dense channel still finds, on its own, a memory that
     shares no word with the cue, among thousands of templated claims."""
     services = [f"{a}-{b}" for a in ("billing", "search", "ledger", "auth", "media") for b in ("api", "worker", "cron")]
-    texts = [f"The {services[i % len(services)]} service listens on port {1024 + i} in the {env} cluster."
-             for i, env in zip(range(3000), ["staging", "prod", "eu", "us"] * 750)]
+    texts = [
+        f"The {services[i % len(services)]} service listens on port {1024 + i} in the {env} cluster."
+        for i, env in zip(range(3000), ["staging", "prod", "eu", "us"] * 750)
+    ]
     texts.append("Never commit credentials into git: secrets live only inside vault storage.")
     repo, index = FakeRepo(), VectorIndex("enc", ann_min_rows=1000, background=False)
     repo.add(encoder.encode(texts), start=1)
     cue = "Is it okay to put a password in the repository?"
     assert not set(cue.casefold().rstrip("?").split()) & set(texts[-1].casefold().replace(":", "").rstrip(".").split())
-    got = index.similarities(repo, "t", "s", encoder.encode([cue])[0], also=[], limit=Settings().limits.semantic_candidates)
+    got = index.similarities(
+        repo, "t", "s", encoder.encode([cue])[0], also=[], limit=Settings().limits.semantic_candidates
+    )
     assert index._scopes[("t", "s")].ann is not None
     assert len(texts) in got

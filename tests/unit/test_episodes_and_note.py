@@ -1,4 +1,5 @@
 """Episode pairing (spec 11.5) and the session_note threshold (spec 11.4)."""
+
 from __future__ import annotations
 
 import pytest

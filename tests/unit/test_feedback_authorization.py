@@ -3,6 +3,7 @@
 Each row's case breaks that row's rule *and* (where possible) later rules too, so the test also
 proves that only the first failing rule in table order is reported.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -39,99 +40,249 @@ def check_memory(entry: MemoryEntry, *, exposed: bool = True):
 # (rule number, entry, exposed, expected code, expected field)
 MEMORY_ROWS = [
     # 1 target_not_exposed — beats every other problem of the entry
-    (1, mem(UNSPECIFIED, relevance=UNSPECIFIED, effect="harmed", stale_reason="superseded"), False,
-     "target_not_exposed", "memory_id"),
+    (
+        1,
+        mem(UNSPECIFIED, relevance=UNSPECIFIED, effect="harmed", stale_reason="superseded"),
+        False,
+        "target_not_exposed",
+        "memory_id",
+    ),
     (1, mem("used"), False, "target_not_exposed", "memory_id"),
     # 2 assessment UNSPECIFIED
-    (2, mem(UNSPECIFIED, relevance=UNSPECIFIED, effect="helped", stale_reason="outdated"), True,
-     "invalid_memory_assessment", "assessment"),
+    (
+        2,
+        mem(UNSPECIFIED, relevance=UNSPECIFIED, effect="helped", stale_reason="outdated"),
+        True,
+        "invalid_memory_assessment",
+        "assessment",
+    ),
     (2, mem(UNSPECIFIED), True, "invalid_memory_assessment", "assessment"),
     # 3 relevance present and UNSPECIFIED
-    (3, mem("used", relevance=UNSPECIFIED, effect="unknown", stale_reason="outdated"), True,
-     "invalid_relevance", "relevance"),
+    (
+        3,
+        mem("used", relevance=UNSPECIFIED, effect="unknown", stale_reason="outdated"),
+        True,
+        "invalid_relevance",
+        "relevance",
+    ),
     (3, mem("stale", relevance=UNSPECIFIED), True, "invalid_relevance", "relevance"),
     # 4 USED with an effect other than HELPED / NO_EFFECT / HARMED
-    (4, mem("used", effect="unknown", stale_reason="outdated", replacement_memory_id="sch_7"), True,
-     "used_requires_helped_no_effect_or_harmed_effect", "effect"),
+    (
+        4,
+        mem("used", effect="unknown", stale_reason="outdated", replacement_memory_id="sch_7"),
+        True,
+        "used_requires_helped_no_effect_or_harmed_effect",
+        "effect",
+    ),
     (4, mem("used", effect=UNSPECIFIED), True, "used_requires_helped_no_effect_or_harmed_effect", "effect"),
     # 5 NOT_USED / UNASSESSABLE with an effect other than UNKNOWN
-    (5, mem("not_used", effect="helped", stale_reason="outdated"), True,
-     "neutral_requires_unknown_or_absent_effect", "effect"),
-    (5, mem("unassessable", effect="harmed"), True,  # also lacks its reason (rule 6)
-     "neutral_requires_unknown_or_absent_effect", "effect"),
+    (
+        5,
+        mem("not_used", effect="helped", stale_reason="outdated"),
+        True,
+        "neutral_requires_unknown_or_absent_effect",
+        "effect",
+    ),
+    (
+        5,
+        mem("unassessable", effect="harmed"),
+        True,  # also lacks its reason (rule 6)
+        "neutral_requires_unknown_or_absent_effect",
+        "effect",
+    ),
     (5, mem("not_used", effect=UNSPECIFIED), True, "neutral_requires_unknown_or_absent_effect", "effect"),
     # 6 UNASSESSABLE without reason
-    (6, mem("unassessable", replacement_memory_id="sch_7", stale_reason="withdrawn"), True,
-     "unassessable_requires_reason", "reason"),
+    (
+        6,
+        mem("unassessable", replacement_memory_id="sch_7", stale_reason="withdrawn"),
+        True,
+        "unassessable_requires_reason",
+        "reason",
+    ),
     (6, mem("unassessable", effect="unknown"), True, "unassessable_requires_reason", "reason"),
     # 7 ALREADY_KNOWN with an effect other than UNKNOWN
-    (7, mem("already_known", effect="helped", replacement_memory_id="sch_7", stale_reason="outdated"), True,
-     "already_known_requires_unknown_or_absent_effect", "effect"),
+    (
+        7,
+        mem("already_known", effect="helped", replacement_memory_id="sch_7", stale_reason="outdated"),
+        True,
+        "already_known_requires_unknown_or_absent_effect",
+        "effect",
+    ),
     (7, mem("already_known", effect=UNSPECIFIED), True, "already_known_requires_unknown_or_absent_effect", "effect"),
     # 8 ALREADY_KNOWN with replacement_memory_id
-    (8, mem("already_known", effect="unknown", replacement_memory_id="sch_7", stale_reason="outdated"), True,
-     "already_known_requires_no_replacement", "replacement_memory_id"),
+    (
+        8,
+        mem("already_known", effect="unknown", replacement_memory_id="sch_7", stale_reason="outdated"),
+        True,
+        "already_known_requires_no_replacement",
+        "replacement_memory_id",
+    ),
     # 9 IRRELEVANT with an effect other than UNKNOWN
-    (9, mem("irrelevant", effect="harmed", stale_reason="outdated", replacement_memory_id="sch_7"), True,
-     "irrelevant_requires_unknown_or_absent_effect", "effect"),
+    (
+        9,
+        mem("irrelevant", effect="harmed", stale_reason="outdated", replacement_memory_id="sch_7"),
+        True,
+        "irrelevant_requires_unknown_or_absent_effect",
+        "effect",
+    ),
     (9, mem("irrelevant", effect=UNSPECIFIED), True, "irrelevant_requires_unknown_or_absent_effect", "effect"),
     # 10 STALE with an effect other than UNKNOWN (also lacks stale_reason and reason)
     (10, mem("stale", effect="helped"), True, "stale_requires_unknown_or_absent_effect", "effect"),
-    (10, mem("stale", effect=UNSPECIFIED, stale_reason="outdated", reason="r"), True,
-     "stale_requires_unknown_or_absent_effect", "effect"),
+    (
+        10,
+        mem("stale", effect=UNSPECIFIED, stale_reason="outdated", reason="r"),
+        True,
+        "stale_requires_unknown_or_absent_effect",
+        "effect",
+    ),
     # 11 STALE without a valid stale_reason (also lacks reason, bad replacement)
     (11, mem("stale", replacement_memory_id="42"), True, "stale_requires_valid_stale_reason", "stale_reason"),
-    (11, mem("stale", stale_reason=UNSPECIFIED, effect="unknown"), True,
-     "stale_requires_valid_stale_reason", "stale_reason"),
+    (
+        11,
+        mem("stale", stale_reason=UNSPECIFIED, effect="unknown"),
+        True,
+        "stale_requires_valid_stale_reason",
+        "stale_reason",
+    ),
     # 12 STALE without reason (also a malformed replacement)
     (12, mem("stale", stale_reason="outdated", replacement_memory_id="42"), True, "stale_requires_reason", "reason"),
     (12, mem("stale", stale_reason="superseded"), True, "stale_requires_reason", "reason"),  # also no replacement
     # 13 STALE + SUPERSEDED without replacement
-    (13, mem("stale", stale_reason="superseded", reason="a newer claim replaces it"), True,
-     "superseded_requires_replacement_memory_id", "replacement_memory_id"),
+    (
+        13,
+        mem("stale", stale_reason="superseded", reason="a newer claim replaces it"),
+        True,
+        "superseded_requires_replacement_memory_id",
+        "replacement_memory_id",
+    ),
     # 14 stale_reason present, assessment not STALE (also a replacement: rule 15)
-    (14, mem("used", stale_reason="outdated", replacement_memory_id="sch_7"), True,
-     "stale_reason_requires_stale_assessment", "stale_reason"),
+    (
+        14,
+        mem("used", stale_reason="outdated", replacement_memory_id="sch_7"),
+        True,
+        "stale_reason_requires_stale_assessment",
+        "stale_reason",
+    ),
     (14, mem("not_used", stale_reason=UNSPECIFIED), True, "stale_reason_requires_stale_assessment", "stale_reason"),
-    (14, mem("irrelevant", stale_reason="contradicted"), True, "stale_reason_requires_stale_assessment", "stale_reason"),
-    (14, mem("unassessable", reason="r", stale_reason="withdrawn"), True,
-     "stale_reason_requires_stale_assessment", "stale_reason"),
+    (
+        14,
+        mem("irrelevant", stale_reason="contradicted"),
+        True,
+        "stale_reason_requires_stale_assessment",
+        "stale_reason",
+    ),
+    (
+        14,
+        mem("unassessable", reason="r", stale_reason="withdrawn"),
+        True,
+        "stale_reason_requires_stale_assessment",
+        "stale_reason",
+    ),
     # 15 replacement present, assessment not STALE
-    (15, mem("used", replacement_memory_id="42"), True, "replacement_requires_stale_assessment", "replacement_memory_id"),
-    (15, mem("irrelevant", replacement_memory_id="sch_7"), True,
-     "replacement_requires_stale_assessment", "replacement_memory_id"),
+    (
+        15,
+        mem("used", replacement_memory_id="42"),
+        True,
+        "replacement_requires_stale_assessment",
+        "replacement_memory_id",
+    ),
+    (
+        15,
+        mem("irrelevant", replacement_memory_id="sch_7"),
+        True,
+        "replacement_requires_stale_assessment",
+        "replacement_memory_id",
+    ),
     # 16 replacement equals memory_id (checked before its format or existence)
-    (16, mem("stale", stale_reason="superseded", reason="r", replacement_memory_id="sch_1"), True,
-     "replacement_matches_retired_memory", "replacement_memory_id"),
-    (16, mem("stale", memory_id="sch_999", stale_reason="outdated", reason="r", replacement_memory_id="sch_999"), True,
-     "replacement_matches_retired_memory", "replacement_memory_id"),
+    (
+        16,
+        mem("stale", stale_reason="superseded", reason="r", replacement_memory_id="sch_1"),
+        True,
+        "replacement_matches_retired_memory",
+        "replacement_memory_id",
+    ),
+    (
+        16,
+        mem("stale", memory_id="sch_999", stale_reason="outdated", reason="r", replacement_memory_id="sch_999"),
+        True,
+        "replacement_matches_retired_memory",
+        "replacement_memory_id",
+    ),
     # 17 replacement not canonical
-    (17, mem("stale", stale_reason="superseded", reason="r", replacement_memory_id="42"), True,
-     "invalid_replacement_memory_id", "replacement_memory_id"),
-    (17, mem("stale", stale_reason="superseded", reason="r", replacement_memory_id="sch_042"), True,
-     "invalid_replacement_memory_id", "replacement_memory_id"),
-    (17, mem("stale", stale_reason="superseded", reason="r", replacement_memory_id="sch_0"), True,
-     "invalid_replacement_memory_id", "replacement_memory_id"),
-    (17, mem("stale", stale_reason="superseded", reason="r", replacement_memory_id="SCH_7"), True,
-     "invalid_replacement_memory_id", "replacement_memory_id"),
-    (17, mem("stale", stale_reason="superseded", reason="r", replacement_memory_id="sch_7x"), True,
-     "invalid_replacement_memory_id", "replacement_memory_id"),
+    (
+        17,
+        mem("stale", stale_reason="superseded", reason="r", replacement_memory_id="42"),
+        True,
+        "invalid_replacement_memory_id",
+        "replacement_memory_id",
+    ),
+    (
+        17,
+        mem("stale", stale_reason="superseded", reason="r", replacement_memory_id="sch_042"),
+        True,
+        "invalid_replacement_memory_id",
+        "replacement_memory_id",
+    ),
+    (
+        17,
+        mem("stale", stale_reason="superseded", reason="r", replacement_memory_id="sch_0"),
+        True,
+        "invalid_replacement_memory_id",
+        "replacement_memory_id",
+    ),
+    (
+        17,
+        mem("stale", stale_reason="superseded", reason="r", replacement_memory_id="SCH_7"),
+        True,
+        "invalid_replacement_memory_id",
+        "replacement_memory_id",
+    ),
+    (
+        17,
+        mem("stale", stale_reason="superseded", reason="r", replacement_memory_id="sch_7x"),
+        True,
+        "invalid_replacement_memory_id",
+        "replacement_memory_id",
+    ),
     # 18 replacement does not exist
-    (18, mem("stale", stale_reason="superseded", reason="r", replacement_memory_id="sch_999999"), True,
-     "replacement_not_found", "replacement_memory_id"),
+    (
+        18,
+        mem("stale", stale_reason="superseded", reason="r", replacement_memory_id="sch_999999"),
+        True,
+        "replacement_not_found",
+        "replacement_memory_id",
+    ),
     # 19 replacement in another scope (also retired: rule 20)
-    (19, mem("stale", stale_reason="superseded", reason="r", replacement_memory_id="sch_8"), True,
-     "replacement_scope_mismatch", "replacement_memory_id"),
-    (19, mem("stale", stale_reason="superseded", reason="r", replacement_memory_id="sch_10"), True,
-     "replacement_scope_mismatch", "replacement_memory_id"),
+    (
+        19,
+        mem("stale", stale_reason="superseded", reason="r", replacement_memory_id="sch_8"),
+        True,
+        "replacement_scope_mismatch",
+        "replacement_memory_id",
+    ),
+    (
+        19,
+        mem("stale", stale_reason="superseded", reason="r", replacement_memory_id="sch_10"),
+        True,
+        "replacement_scope_mismatch",
+        "replacement_memory_id",
+    ),
     # 20 replacement retired
-    (20, mem("stale", stale_reason="superseded", reason="r", replacement_memory_id="sch_9"), True,
-     "replacement_not_current", "replacement_memory_id"),
+    (
+        20,
+        mem("stale", stale_reason="superseded", reason="r", replacement_memory_id="sch_9"),
+        True,
+        "replacement_not_current",
+        "replacement_memory_id",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("rule", "entry", "exposed", "code", "field"), MEMORY_ROWS,
-                         ids=[f"rule{r[0]}-{i}" for i, r in enumerate(MEMORY_ROWS)])
+@pytest.mark.parametrize(
+    ("rule", "entry", "exposed", "code", "field"),
+    MEMORY_ROWS,
+    ids=[f"rule{r[0]}-{i}" for i, r in enumerate(MEMORY_ROWS)],
+)
 def test_memory_rules_in_table_order(rule, entry, exposed, code, field):
     rejection = check_memory(entry, exposed=exposed)
     assert rejection is not None, f"rule {rule} should reject {entry}"
@@ -146,14 +297,25 @@ def test_memory_table_covers_every_code_in_order():
             codes.append(code)
             assert len(codes) == rule
     assert codes == [
-        "target_not_exposed", "invalid_memory_assessment", "invalid_relevance",
-        "used_requires_helped_no_effect_or_harmed_effect", "neutral_requires_unknown_or_absent_effect",
-        "unassessable_requires_reason", "already_known_requires_unknown_or_absent_effect",
-        "already_known_requires_no_replacement", "irrelevant_requires_unknown_or_absent_effect",
-        "stale_requires_unknown_or_absent_effect", "stale_requires_valid_stale_reason", "stale_requires_reason",
-        "superseded_requires_replacement_memory_id", "stale_reason_requires_stale_assessment",
-        "replacement_requires_stale_assessment", "replacement_matches_retired_memory",
-        "invalid_replacement_memory_id", "replacement_not_found", "replacement_scope_mismatch",
+        "target_not_exposed",
+        "invalid_memory_assessment",
+        "invalid_relevance",
+        "used_requires_helped_no_effect_or_harmed_effect",
+        "neutral_requires_unknown_or_absent_effect",
+        "unassessable_requires_reason",
+        "already_known_requires_unknown_or_absent_effect",
+        "already_known_requires_no_replacement",
+        "irrelevant_requires_unknown_or_absent_effect",
+        "stale_requires_unknown_or_absent_effect",
+        "stale_requires_valid_stale_reason",
+        "stale_requires_reason",
+        "superseded_requires_replacement_memory_id",
+        "stale_reason_requires_stale_assessment",
+        "replacement_requires_stale_assessment",
+        "replacement_matches_retired_memory",
+        "invalid_replacement_memory_id",
+        "replacement_not_found",
+        "replacement_scope_mismatch",
         "replacement_not_current",
     ]
 
@@ -227,8 +389,11 @@ PROCEDURE_ROWS = [
 ]
 
 
-@pytest.mark.parametrize(("rule", "entry", "exposed", "code", "field"), PROCEDURE_ROWS,
-                         ids=[f"rule{r[0]}-{i}" for i, r in enumerate(PROCEDURE_ROWS)])
+@pytest.mark.parametrize(
+    ("rule", "entry", "exposed", "code", "field"),
+    PROCEDURE_ROWS,
+    ids=[f"rule{r[0]}-{i}" for i, r in enumerate(PROCEDURE_ROWS)],
+)
 def test_procedure_rules_in_table_order(rule, entry, exposed, code, field):
     rejection = procedure_entry_rejection(entry, exposed=exposed)
     assert rejection is not None, f"rule {rule} should reject {entry}"

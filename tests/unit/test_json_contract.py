@@ -4,11 +4,12 @@ responses and gRPC statuses → the seed's `{ok, data}` / `{ok: false, error}` e
 `execute` gets a recording fake in place of the network, so each test sees exactly which request
 the bridge would send, or that it sends none.
 """
+
 from __future__ import annotations
 
 import json
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import grpc
@@ -57,28 +58,28 @@ class FakeRpcError(grpc.RpcError, grpc.Call):  # type: ignore[misc]
         self._code, self._message = code, message
         self._trailers = rpc_status.to_status(status).trailing_metadata if status is not None else ()
 
-    def code(self):  # noqa: ANN201
+    def code(self):
         return self._code
 
-    def details(self):  # noqa: ANN201
+    def details(self):
         return self._message
 
-    def trailing_metadata(self):  # noqa: ANN201
+    def trailing_metadata(self):
         return self._trailers
 
-    def initial_metadata(self):  # noqa: ANN201
+    def initial_metadata(self):
         return ()
 
-    def is_active(self):  # noqa: ANN201
+    def is_active(self):
         return False
 
-    def time_remaining(self):  # noqa: ANN201
+    def time_remaining(self):
         return None
 
-    def cancel(self):  # noqa: ANN201
+    def cancel(self):
         return False
 
-    def add_callback(self, callback):  # noqa: ANN001, ANN201
+    def add_callback(self, callback):
         return False
 
 
@@ -92,8 +93,9 @@ def packed(*details: Message) -> list[any_pb2.Any]:
 
 
 def error_info(code: str, retryable: bool, reason: str = "X") -> error_details_pb2.ErrorInfo:
-    return error_details_pb2.ErrorInfo(reason=reason, domain="slowave.ai",
-                                       metadata={"code": code, "retryable": "true" if retryable else "false"})
+    return error_details_pb2.ErrorInfo(
+        reason=reason, domain="slowave.ai", metadata={"code": code, "retryable": "true" if retryable else "false"}
+    )
 
 
 def rpc_error(grpc_code: grpc.StatusCode, message: str, *details: Message) -> FakeRpcError:
@@ -102,8 +104,11 @@ def rpc_error(grpc_code: grpc.StatusCode, message: str, *details: Message) -> Fa
 
 
 def bad_request(*paths: str) -> error_details_pb2.BadRequest:
-    return error_details_pb2.BadRequest(field_violations=[
-        error_details_pb2.BadRequest.FieldViolation(field=p, description=f"{p} is wrong") for p in paths])
+    return error_details_pb2.BadRequest(
+        field_violations=[
+            error_details_pb2.BadRequest.FieldViolation(field=p, description=f"{p} is wrong") for p in paths
+        ]
+    )
 
 
 def invalid(envelope: dict[str, Any]) -> list[str]:
@@ -120,8 +125,14 @@ def activate_args(**kw: Any) -> dict[str, Any]:
 
 
 def commit_args(**kw: Any) -> dict[str, Any]:
-    return {"session_id": "sess_1", "final_goal": "Fix it", "outcome": "success", "outcome_summary": "Fixed.",
-            "verification": {"status": "verified", "summary": "Tests pass."}, **kw}
+    return {
+        "session_id": "sess_1",
+        "final_goal": "Fix it",
+        "outcome": "success",
+        "outcome_summary": "Fixed.",
+        "verification": {"status": "verified", "summary": "Tests pass."},
+        **kw,
+    }
 
 
 def record(**kw: Any) -> pb.FeedbackRecord:
@@ -130,7 +141,7 @@ def record(**kw: Any) -> pb.FeedbackRecord:
     r = pb.FeedbackRecord(**kw)
     for name in ("implicitly_assessed", "outstanding", "applied"):
         getattr(r, name).SetInParent()
-    r.recorded_at.FromDatetime(datetime(2026, 8, 20, 9, 30, tzinfo=timezone.utc))
+    r.recorded_at.FromDatetime(datetime(2026, 8, 20, 9, 30, tzinfo=UTC))
     return r
 
 
@@ -139,9 +150,16 @@ def record(**kw: Any) -> pb.FeedbackRecord:
 
 def test_keys_are_protobuf_field_names_and_a_full_request_translates():
     fake = Recorder(pb.ActivateResponse())
-    envelope = execute("slowave_activate", activate_args(
-        page_size=3, continuity_id="cont_" + "a" * 43, semantic_context="more",
-        task_context={"env": "staging", "tools": ["helm", "kubectl"], "depth": {"k": 1.5}}), fake)
+    envelope = execute(
+        "slowave_activate",
+        activate_args(
+            page_size=3,
+            continuity_id="cont_" + "a" * 43,
+            semantic_context="more",
+            task_context={"env": "staging", "tools": ["helm", "kubectl"], "depth": {"k": 1.5}},
+        ),
+        fake,
+    )
     assert envelope["ok"] is True
     rpc, req = fake.calls[0]
     assert rpc == "Activate"
@@ -162,10 +180,12 @@ def test_camel_case_json_names_are_unknown_keys():
 
 
 def test_unknown_keys_at_every_level_are_all_reported_with_their_paths():
-    args = commit_args(verification={"status": "verified", "summary": "ok", "confidence": 0.9},
-                       procedure={"summary": "s", "owner": "me"},
-                       trajectory=[{"kind": "action", "summary": "a"}, {"kind": "action", "summary": "b", "at": 1}],
-                       outcome_reason="luck")
+    args = commit_args(
+        verification={"status": "verified", "summary": "ok", "confidence": 0.9},
+        procedure={"summary": "s", "owner": "me"},
+        trajectory=[{"kind": "action", "summary": "a"}, {"kind": "action", "summary": "b", "at": 1}],
+        outcome_reason="luck",
+    )
     fake = Recorder()
     paths = invalid(execute("slowave_commit", args, fake))
     assert sorted(paths) == sorted(["verification.confidence", "procedure.owner", "trajectory[1].at", "outcome_reason"])
@@ -175,21 +195,29 @@ def test_unknown_keys_at_every_level_are_all_reported_with_their_paths():
 def test_struct_contents_are_passed_through_for_the_service_to_judge():
     """Unknown keys inside a Struct are data, and a null inside one is the service's rule (3.5)."""
     fake = Recorder(pb.CommitResponse())
-    execute("slowave_commit", commit_args(procedure={"summary": "s", "context": {"Python Version": "3.12", "x": None,
-                                                                               "tools": [{"name": "helm"}]}}), fake)
+    execute(
+        "slowave_commit",
+        commit_args(
+            procedure={"summary": "s", "context": {"Python Version": "3.12", "x": None, "tools": [{"name": "helm"}]}}
+        ),
+        fake,
+    )
     context = fake.request.procedure.context
     assert context["Python Version"] == "3.12"
     assert context.fields["x"].WhichOneof("kind") == "null_value"
     assert context["tools"][0]["name"] == "helm"
 
 
-@pytest.mark.parametrize("path,args", [
-    ("task", activate_args(task=None)),
-    ("task_context", activate_args(task_context=None)),
-    ("verification.summary", commit_args(verification={"status": "verified", "summary": None})),
-    ("trajectory[0]", commit_args(trajectory=[None])),
-    ("procedure.steps[1]", commit_args(procedure={"steps": ["a", None]})),
-])
+@pytest.mark.parametrize(
+    "path,args",
+    [
+        ("task", activate_args(task=None)),
+        ("task_context", activate_args(task_context=None)),
+        ("verification.summary", commit_args(verification={"status": "verified", "summary": None})),
+        ("trajectory[0]", commit_args(trajectory=[None])),
+        ("procedure.steps[1]", commit_args(procedure={"steps": ["a", None]})),
+    ],
+)
 def test_null_for_any_key_is_invalid_input(path, args):
     tool = "slowave_activate" if "task" in args else "slowave_commit"
     fake = Recorder()
@@ -214,18 +242,27 @@ def test_page_size_out_of_range_is_left_to_the_service():
     assert fake.request.page_size == 11
 
 
-@pytest.mark.parametrize("tool,args,path", [
-    ("slowave_activate", activate_args(task=42), "task"),
-    ("slowave_activate", activate_args(task_context=["env"]), "task_context"),
-    ("slowave_activate", activate_args(task_context="env=staging"), "task_context"),
-    ("slowave_commit", commit_args(verification="verified"), "verification"),
-    ("slowave_commit", commit_args(trajectory={"kind": "action"}), "trajectory"),
-    ("slowave_commit", commit_args(verification={"status": "verified", "summary": "s", "evidence_refs": "ci/1"}),
-     "verification.evidence_refs"),
-    ("slowave_commit", commit_args(verification={"status": "verified", "summary": "s", "evidence_refs": [7]}),
-     "verification.evidence_refs[0]"),
-    ("slowave_feedback", {"retrieval_id": "ctx_1", "missing": [True]}, "missing[0]"),
-])
+@pytest.mark.parametrize(
+    "tool,args,path",
+    [
+        ("slowave_activate", activate_args(task=42), "task"),
+        ("slowave_activate", activate_args(task_context=["env"]), "task_context"),
+        ("slowave_activate", activate_args(task_context="env=staging"), "task_context"),
+        ("slowave_commit", commit_args(verification="verified"), "verification"),
+        ("slowave_commit", commit_args(trajectory={"kind": "action"}), "trajectory"),
+        (
+            "slowave_commit",
+            commit_args(verification={"status": "verified", "summary": "s", "evidence_refs": "ci/1"}),
+            "verification.evidence_refs",
+        ),
+        (
+            "slowave_commit",
+            commit_args(verification={"status": "verified", "summary": "s", "evidence_refs": [7]}),
+            "verification.evidence_refs[0]",
+        ),
+        ("slowave_feedback", {"retrieval_id": "ctx_1", "missing": [True]}, "missing[0]"),
+    ],
+)
 def test_wrong_json_types_are_invalid_input_at_their_path(tool, args, path):
     assert invalid(execute(tool, args, Recorder())) == [path]
 
@@ -239,15 +276,26 @@ def test_arguments_must_be_an_object_and_absent_arguments_are_empty():
     assert refused.calls == []
 
 
-@pytest.mark.parametrize("word,number", [
-    ("success", res.OUTCOME_SUCCESS), ("partial", res.OUTCOME_PARTIAL), ("failure", res.OUTCOME_FAILURE),
-    ("unknown", res.OUTCOME_UNKNOWN),  # a real value; the service rejects it on input (13.2)
-])
+@pytest.mark.parametrize(
+    "word,number",
+    [
+        ("success", res.OUTCOME_SUCCESS),
+        ("partial", res.OUTCOME_PARTIAL),
+        ("failure", res.OUTCOME_FAILURE),
+        ("unknown", res.OUTCOME_UNKNOWN),  # a real value; the service rejects it on input (13.2)
+    ],
+)
 def test_enum_strings_are_lowercase_names_without_prefix(word, number):
     fake = Recorder(pb.CommitResponse())
-    execute("slowave_commit", commit_args(outcome=word, verification={"status": "partially_verified", "summary": "s"},
-                                          trajectory=[{"kind": "observation", "summary": "x", "status": "failed"}]),
-            fake)
+    execute(
+        "slowave_commit",
+        commit_args(
+            outcome=word,
+            verification={"status": "partially_verified", "summary": "s"},
+            trajectory=[{"kind": "observation", "summary": "x", "status": "failed"}],
+        ),
+        fake,
+    )
     assert fake.request.outcome == number
     assert fake.request.verification.status == res.VERIFICATION_STATUS_PARTIALLY_VERIFIED
     assert fake.request.trajectory[0].kind == pb.TRAJECTORY_KIND_OBSERVATION
@@ -267,16 +315,25 @@ def test_unspecified_prefixed_uppercase_unknown_or_non_string_enum_values_are_in
     assert "success, partial, failure" in envelope["error"]["field_errors"][0]["message"]
 
 
-@pytest.mark.parametrize("tool,args,path", [
-    ("slowave_feedback", {"retrieval_id": "ctx_1", "coverage": "bogus"}, "coverage"),  # scenario 35
-    ("slowave_feedback", {"retrieval_id": "ctx_1", "coverage": "unspecified"}, "coverage"),
-    ("slowave_feedback", {"items": [{"retrieval_id": "ctx_1"}], "coverage": "everything"}, "coverage"),
-    ("slowave_recall", {"session_id": "s", "scope": SCOPE, "query": "q", "evidence_mode": "unspecified"},
-     "evidence_mode"),
-    ("slowave_commit", commit_args(trajectory=[{"kind": "action", "summary": "a", "status": "unspecified"}]),
-     "trajectory[0].status"),
-    ("slowave_commit", commit_args(verification={"status": "checked", "summary": "s"}), "verification.status"),
-])
+@pytest.mark.parametrize(
+    "tool,args,path",
+    [
+        ("slowave_feedback", {"retrieval_id": "ctx_1", "coverage": "bogus"}, "coverage"),  # scenario 35
+        ("slowave_feedback", {"retrieval_id": "ctx_1", "coverage": "unspecified"}, "coverage"),
+        ("slowave_feedback", {"items": [{"retrieval_id": "ctx_1"}], "coverage": "everything"}, "coverage"),
+        (
+            "slowave_recall",
+            {"session_id": "s", "scope": SCOPE, "query": "q", "evidence_mode": "unspecified"},
+            "evidence_mode",
+        ),
+        (
+            "slowave_commit",
+            commit_args(trajectory=[{"kind": "action", "summary": "a", "status": "unspecified"}]),
+            "trajectory[0].status",
+        ),
+        ("slowave_commit", commit_args(verification={"status": "checked", "summary": "s"}), "verification.status"),
+    ],
+)
 def test_non_label_enums_reject_unknown_strings_even_where_unspecified_has_a_default(tool, args, path):
     fake = Recorder()
     assert invalid(execute(tool, args, fake)) == [path]
@@ -287,10 +344,18 @@ def test_non_label_enums_reject_unknown_strings_even_where_unspecified_has_a_def
 def test_feedback_label_fields_send_unknown_strings_as_present_unspecified(word):
     """The one exception (4.6): the service then rejects that entry alone (10.2), siblings land."""
     fake = Recorder(pb.FeedbackResponse(record=record()))
-    envelope = execute("slowave_feedback", {"retrieval_id": "ctx_1", "memory_feedback": [
-        {"memory_id": "sch_1", "assessment": word, "stale_reason": word, "relevance": word, "effect": word},
-        {"memory_id": "sch_2", "assessment": "used"},
-    ], "procedure_feedback": [{"procedure_id": "proc_1", "use": word, "effect": word}]}, fake)
+    envelope = execute(
+        "slowave_feedback",
+        {
+            "retrieval_id": "ctx_1",
+            "memory_feedback": [
+                {"memory_id": "sch_1", "assessment": word, "stale_reason": word, "relevance": word, "effect": word},
+                {"memory_id": "sch_2", "assessment": "used"},
+            ],
+            "procedure_feedback": [{"procedure_id": "proc_1", "use": word, "effect": word}],
+        },
+        fake,
+    )
     assert envelope["ok"] is True
     m, sibling = fake.request.memory_feedback
     assert m.assessment == pb.MEMORY_ASSESSMENT_UNSPECIFIED
@@ -302,64 +367,111 @@ def test_feedback_label_fields_send_unknown_strings_as_present_unspecified(word)
 
 
 def test_feedback_labels_still_need_a_json_string():
-    envelope = execute("slowave_feedback", {"retrieval_id": "ctx_1", "memory_feedback": [
-        {"memory_id": "sch_1", "assessment": 1}, {"memory_id": "sch_2", "assessment": "used", "effect": None}]},
-        Recorder())
+    envelope = execute(
+        "slowave_feedback",
+        {
+            "retrieval_id": "ctx_1",
+            "memory_feedback": [
+                {"memory_id": "sch_1", "assessment": 1},
+                {"memory_id": "sch_2", "assessment": "used", "effect": None},
+            ],
+        },
+        Recorder(),
+    )
     assert invalid(envelope) == ["memory_feedback[0].assessment", "memory_feedback[1].effect"]
 
 
 def test_feedback_labels_translate_every_valid_word():
     fake = Recorder(pb.FeedbackResponse(record=record()))
-    execute("slowave_feedback", {"retrieval_id": "ctx_1", "memory_feedback": [
-        {"memory_id": "sch_1", "assessment": "stale", "stale_reason": "superseded", "replacement_memory_id": "sch_2",
-         "reason": "moved", "relevance": "uncertain", "effect": "unknown"},
-        {"memory_id": "sch_3", "assessment": "already_known"},
-    ], "procedure_feedback": [{"procedure_id": "proc_1", "use": "not_used", "effect": "no_effect"}]}, fake)
+    execute(
+        "slowave_feedback",
+        {
+            "retrieval_id": "ctx_1",
+            "memory_feedback": [
+                {
+                    "memory_id": "sch_1",
+                    "assessment": "stale",
+                    "stale_reason": "superseded",
+                    "replacement_memory_id": "sch_2",
+                    "reason": "moved",
+                    "relevance": "uncertain",
+                    "effect": "unknown",
+                },
+                {"memory_id": "sch_3", "assessment": "already_known"},
+            ],
+            "procedure_feedback": [{"procedure_id": "proc_1", "use": "not_used", "effect": "no_effect"}],
+        },
+        fake,
+    )
     m = fake.request.memory_feedback[0]
     assert (m.assessment, m.stale_reason, m.relevance, m.effect) == (
-        pb.MEMORY_ASSESSMENT_STALE, pb.STALE_REASON_SUPERSEDED, pb.RELEVANCE_UNCERTAIN, res.EFFECT_UNKNOWN)
+        pb.MEMORY_ASSESSMENT_STALE,
+        pb.STALE_REASON_SUPERSEDED,
+        pb.RELEVANCE_UNCERTAIN,
+        res.EFFECT_UNKNOWN,
+    )
     assert m.replacement_memory_id == "sch_2" and m.reason == "moved"
     assert fake.request.memory_feedback[1].assessment == pb.MEMORY_ASSESSMENT_ALREADY_KNOWN
     p = fake.request.procedure_feedback[0]
     assert (p.use, p.effect) == (pb.PROCEDURE_USE_NOT_USED, res.EFFECT_NO_EFFECT)
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("2026-08-20T09:30:00Z", datetime(2026, 8, 20, 9, 30, tzinfo=timezone.utc)),
-    ("2026-08-20T11:30:00+02:00", datetime(2026, 8, 20, 9, 30, tzinfo=timezone.utc)),
-    ("2026-08-20t04:00:00-05:30", datetime(2026, 8, 20, 9, 30, tzinfo=timezone.utc)),
-    ("2026-08-20T09:30:00.123456789z", datetime(2026, 8, 20, 9, 30, 0, 123456, tzinfo=timezone.utc)),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("2026-08-20T09:30:00Z", datetime(2026, 8, 20, 9, 30, tzinfo=UTC)),
+        ("2026-08-20T11:30:00+02:00", datetime(2026, 8, 20, 9, 30, tzinfo=UTC)),
+        ("2026-08-20t04:00:00-05:30", datetime(2026, 8, 20, 9, 30, tzinfo=UTC)),
+        ("2026-08-20T09:30:00.123456789z", datetime(2026, 8, 20, 9, 30, 0, 123456, tzinfo=UTC)),
+    ],
+)
 def test_occurred_at_is_rfc3339_with_an_explicit_offset(text, expected):
     fake = Recorder(pb.RememberResponse())
-    execute("slowave_remember", {"session_id": "s", "scope": SCOPE, "content": "c", "type": "fact",
-                                 "occurred_at": text}, fake)
+    execute(
+        "slowave_remember",
+        {"session_id": "s", "scope": SCOPE, "content": "c", "type": "fact", "occurred_at": text},
+        fake,
+    )
     ts = fake.request.occurred_at
-    assert ts.ToDatetime(tzinfo=timezone.utc) == expected
+    assert ts.ToDatetime(tzinfo=UTC) == expected
     if text.endswith("789z"):
         assert ts.nanos == 123456789
 
 
-@pytest.mark.parametrize("text", [
-    "2026-08-20T09:30:00",  # scenario 25: no offset
-    "2026-08-20 09:30:00Z", "2026-08-20", "2026-02-30T09:30:00Z", "2026-08-20T25:00:00Z",
-    "2026-08-20T09:30:00+24:00", "yesterday", 1724146200,
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-08-20T09:30:00",  # scenario 25: no offset
+        "2026-08-20 09:30:00Z",
+        "2026-08-20",
+        "2026-02-30T09:30:00Z",
+        "2026-08-20T25:00:00Z",
+        "2026-08-20T09:30:00+24:00",
+        "yesterday",
+        1724146200,
+    ],
+)
 def test_occurred_at_without_offset_or_malformed_is_invalid_input(text):
     fake = Recorder()
-    envelope = execute("slowave_remember", {"session_id": "s", "scope": SCOPE, "content": "c", "type": "fact",
-                                            "occurred_at": text}, fake)
+    envelope = execute(
+        "slowave_remember",
+        {"session_id": "s", "scope": SCOPE, "content": "c", "type": "fact", "occurred_at": text},
+        fake,
+    )
     assert invalid(envelope) == ["occurred_at"]
     assert fake.calls == []
 
 
-@pytest.mark.parametrize("tool,args,field", [
-    ("slowave_feedback", {"retrieval_id": "ctx_1", "retrieval_quality": ""}, "retrieval_quality"),
-    ("slowave_recall", {"session_id": "s", "scope": SCOPE, "continue_from": ""}, "continue_from"),
-    ("slowave_recall", {"session_id": "s", "scope": SCOPE, "query": "q", "task_context": {}}, "task_context"),
-    ("slowave_commit", commit_args(procedure={}), "procedure"),
-    ("slowave_remember", {"session_id": "s", "scope": SCOPE, "content": ""}, "content"),
-])
+@pytest.mark.parametrize(
+    "tool,args,field",
+    [
+        ("slowave_feedback", {"retrieval_id": "ctx_1", "retrieval_quality": ""}, "retrieval_quality"),
+        ("slowave_recall", {"session_id": "s", "scope": SCOPE, "continue_from": ""}, "continue_from"),
+        ("slowave_recall", {"session_id": "s", "scope": SCOPE, "query": "q", "task_context": {}}, "task_context"),
+        ("slowave_commit", commit_args(procedure={}), "procedure"),
+        ("slowave_remember", {"session_id": "s", "scope": SCOPE, "content": ""}, "content"),
+    ],
+)
 def test_a_present_key_sets_the_field_even_when_empty(tool, args, field):
     fake = Recorder(_empty_response(tool))
     execute(tool, args, fake)
@@ -367,18 +479,28 @@ def test_a_present_key_sets_the_field_even_when_empty(tool, args, field):
 
 
 def _empty_response(tool: str) -> Message:
-    return {"slowave_feedback": pb.FeedbackResponse(record=record()), "slowave_recall": pb.RecallResponse(),
-            "slowave_commit": pb.CommitResponse(), "slowave_remember": pb.RememberResponse(),
-            "slowave_activate": pb.ActivateResponse()}[tool]
+    return {
+        "slowave_feedback": pb.FeedbackResponse(record=record()),
+        "slowave_recall": pb.RecallResponse(),
+        "slowave_commit": pb.CommitResponse(),
+        "slowave_remember": pb.RememberResponse(),
+        "slowave_activate": pb.ActivateResponse(),
+    }[tool]
 
 
 # ------------------------------------------------------------------------------ batch forms
 
 
-@pytest.mark.parametrize("scalar", [
-    {"retrieval_id": "ctx_1"}, {"memory_feedback": []}, {"procedure_feedback": []}, {"missing": []},
-    {"retrieval_quality": ""},
-])
+@pytest.mark.parametrize(
+    "scalar",
+    [
+        {"retrieval_id": "ctx_1"},
+        {"memory_feedback": []},
+        {"procedure_feedback": []},
+        {"missing": []},
+        {"retrieval_quality": ""},
+    ],
+)
 def test_items_with_any_scalar_feedback_key_even_empty_fails_the_whole_call(scalar):
     """Protobuf lists carry no presence, so the bridge itself enforces the exclusion (4.6, 8.1)."""
     fake = Recorder()
@@ -389,8 +511,9 @@ def test_items_with_any_scalar_feedback_key_even_empty_fails_the_whole_call(scal
 
 def test_items_with_top_level_coverage_complete_fails_and_partial_is_accepted():
     fake = Recorder()
-    assert invalid(execute("slowave_feedback", {"items": [{"retrieval_id": "ctx_2"}], "coverage": "complete"},
-                           fake)) == ["coverage"]
+    assert invalid(
+        execute("slowave_feedback", {"items": [{"retrieval_id": "ctx_2"}], "coverage": "complete"}, fake)
+    ) == ["coverage"]
     assert fake.calls == []
     ok = Recorder(pb.FeedbackResponse(batch=pb.FeedbackBatch(results=[pb.FeedbackItemResult(data=record())])))
     assert execute("slowave_feedback", {"items": [{"retrieval_id": "ctx_1"}], "coverage": "partial"}, ok)["ok"]
@@ -399,22 +522,41 @@ def test_items_with_top_level_coverage_complete_fails_and_partial_is_accepted():
 
 def test_a_translation_problem_inside_one_item_fails_only_that_item():
     """Scenario 62's translation half: the item is not sent; its result sits at its position."""
-    response = pb.FeedbackResponse(batch=pb.FeedbackBatch(results=[
-        pb.FeedbackItemResult(data=record(retrieval_id="ctx_1")),
-        pb.FeedbackItemResult(error=res.ItemError(code="not_found", message="no such retrieval", retryable=False)),
-    ]))
+    response = pb.FeedbackResponse(
+        batch=pb.FeedbackBatch(
+            results=[
+                pb.FeedbackItemResult(data=record(retrieval_id="ctx_1")),
+                pb.FeedbackItemResult(
+                    error=res.ItemError(code="not_found", message="no such retrieval", retryable=False)
+                ),
+            ]
+        )
+    )
     fake = Recorder(response)
-    envelope = execute("slowave_feedback", {"items": [
-        {"retrieval_id": "ctx_1", "coverage": "complete"},
-        {"retrieval_id": "ctx_2", "outcome": "success", "memory_feedback": [{"memory_id": "sch_1", "assessment": 2}]},
-        {"retrieval_id": "ctx_3"},
-    ]}, fake)
+    envelope = execute(
+        "slowave_feedback",
+        {
+            "items": [
+                {"retrieval_id": "ctx_1", "coverage": "complete"},
+                {
+                    "retrieval_id": "ctx_2",
+                    "outcome": "success",
+                    "memory_feedback": [{"memory_id": "sch_1", "assessment": 2}],
+                },
+                {"retrieval_id": "ctx_3"},
+            ]
+        },
+        fake,
+    )
     assert [i.retrieval_id for i in fake.request.items] == ["ctx_1", "ctx_3"]
     assert fake.request.items[0].coverage == pb.COVERAGE_COMPLETE
     assert envelope["ok"] is True
     first, second, third = envelope["data"]["results"]
     assert first["ok"] is True and first["data"]["retrieval_id"] == "ctx_1"
-    assert second == {"ok": False, "error": {"code": "invalid_input", "retryable": False, "message": second["error"]["message"]}}
+    assert second == {
+        "ok": False,
+        "error": {"code": "invalid_input", "retryable": False, "message": second["error"]["message"]},
+    }
     assert "items[1].outcome" in second["error"]["message"]
     assert "items[1].memory_feedback[0].assessment" in second["error"]["message"]
     assert third == {"ok": False, "error": {"code": "not_found", "message": "no such retrieval", "retryable": False}}
@@ -432,17 +574,37 @@ def test_a_batch_whose_every_item_fails_translation_makes_no_rpc(bad_item):
 
 def test_whole_call_problems_fail_the_call_with_the_item_problems_listed_alongside():
     fake = Recorder()
-    envelope = execute("slowave_feedback", {"items": [{"retrieval_id": "ctx_1", "bogus": 1}, {"retrieval_id": "ctx_2"}],
-                                            "retrieval_id": "ctx_0", "outcome": "success"}, fake)
+    envelope = execute(
+        "slowave_feedback",
+        {
+            "items": [{"retrieval_id": "ctx_1", "bogus": 1}, {"retrieval_id": "ctx_2"}],
+            "retrieval_id": "ctx_0",
+            "outcome": "success",
+        },
+        fake,
+    )
     assert sorted(invalid(envelope)) == sorted(["retrieval_id", "outcome", "items[0].bogus"])
     assert fake.calls == []
 
 
 def test_service_field_errors_get_the_bridge_item_problems_appended():
-    fake = Recorder(raises=rpc_error(grpc.StatusCode.INVALID_ARGUMENT, "invalid input: scope",
-                                     error_info("invalid_input", False, "INVALID_INPUT"), bad_request("scope")))
-    envelope = execute("slowave_remember", {"session_id": "s", "scope": "nope", "memories": [
-        {"content": "a", "type": "fact"}, {"content": "b", "type": "gossip"}]}, fake)
+    fake = Recorder(
+        raises=rpc_error(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "invalid input: scope",
+            error_info("invalid_input", False, "INVALID_INPUT"),
+            bad_request("scope"),
+        )
+    )
+    envelope = execute(
+        "slowave_remember",
+        {
+            "session_id": "s",
+            "scope": "nope",
+            "memories": [{"content": "a", "type": "fact"}, {"content": "b", "type": "gossip"}],
+        },
+        fake,
+    )
     assert len(fake.request.memories) == 1
     assert invalid(envelope) == ["scope", "memories[1].type"]
     assert envelope["error"]["message"] == "invalid input: scope"
@@ -456,48 +618,108 @@ def test_more_than_100_items_fail_the_whole_call_even_when_some_would_be_dropped
 
 
 def test_remember_batch_results_carry_the_agents_index():
-    response = pb.RememberResponse(batch=pb.RememberBatch(results=[
-        pb.RememberItemResult(index=0, data=pb.RememberResult(stored=True, memory_id="sch_1", disposition=pb.DISPOSITION_CREATED,
-                                                              type=res.MEMORY_TYPE_FACT, scope=SCOPE, source_event_id="evt_1")),
-        pb.RememberItemResult(index=1, error=res.ItemError(code="invalid_input", message="invalid item: memories[1].content: "
-                                                          "must not be blank", retryable=False)),
-    ]))
+    response = pb.RememberResponse(
+        batch=pb.RememberBatch(
+            results=[
+                pb.RememberItemResult(
+                    index=0,
+                    data=pb.RememberResult(
+                        stored=True,
+                        memory_id="sch_1",
+                        disposition=pb.DISPOSITION_CREATED,
+                        type=res.MEMORY_TYPE_FACT,
+                        scope=SCOPE,
+                        source_event_id="evt_1",
+                    ),
+                ),
+                pb.RememberItemResult(
+                    index=1,
+                    error=res.ItemError(
+                        code="invalid_input",
+                        message="invalid item: memories[1].content: must not be blank",
+                        retryable=False,
+                    ),
+                ),
+            ]
+        )
+    )
     fake = Recorder(response)
-    envelope = execute("slowave_remember", {"session_id": "s", "scope": SCOPE, "memories": [
-        {"content": "a", "type": "fact"},
-        {"content": "b", "type": "fact", "occurred_at": "2026-08-20T09:30:00"},
-        {"content": "", "type": "fact"},
-    ]}, fake)
+    envelope = execute(
+        "slowave_remember",
+        {
+            "session_id": "s",
+            "scope": SCOPE,
+            "memories": [
+                {"content": "a", "type": "fact"},
+                {"content": "b", "type": "fact", "occurred_at": "2026-08-20T09:30:00"},
+                {"content": "", "type": "fact"},
+            ],
+        },
+        fake,
+    )
     assert [m.content for m in fake.request.memories] == ["a", ""]
     results = envelope["data"]["results"]
     assert [(r["index"], r["ok"]) for r in results] == [(0, True), (1, False), (2, False)]
-    assert results[0]["data"] == {"stored": True, "memory_id": "sch_1", "disposition": "created", "type": "fact",
-                                  "scope": SCOPE, "source_event_id": "evt_1"}
+    assert results[0]["data"] == {
+        "stored": True,
+        "memory_id": "sch_1",
+        "disposition": "created",
+        "type": "fact",
+        "scope": SCOPE,
+        "source_event_id": "evt_1",
+    }
     assert "memories[1].occurred_at" in results[1]["error"]["message"]
     # The service's own item error keeps its text; only its position is the agent's.
-    assert results[2]["error"] == {"code": "invalid_input", "message": "invalid item: memories[1].content: must not be blank",
-                                   "retryable": False}
+    assert results[2]["error"] == {
+        "code": "invalid_input",
+        "message": "invalid item: memories[1].content: must not be blank",
+        "retryable": False,
+    }
 
 
-@pytest.mark.parametrize("extra,paths", [
-    ({"occurred_at": "2026-08-20T09:30:00Z"}, ["occurred_at"]),  # scenario 25
-    ({"content": "c"}, ["content", "type"]),
-    ({"type": "fact"}, ["content", "type"]),
-])
+@pytest.mark.parametrize(
+    "extra,paths",
+    [
+        ({"occurred_at": "2026-08-20T09:30:00Z"}, ["occurred_at"]),  # scenario 25
+        ({"content": "c"}, ["content", "type"]),
+        ({"type": "fact"}, ["content", "type"]),
+    ],
+)
 def test_remember_batch_form_rules(extra, paths):
     fake = Recorder()
-    envelope = execute("slowave_remember", {"session_id": "s", "scope": SCOPE,
-                                            "memories": [{"content": "a", "type": "fact"}], **extra}, fake)
+    envelope = execute(
+        "slowave_remember",
+        {"session_id": "s", "scope": SCOPE, "memories": [{"content": "a", "type": "fact"}], **extra},
+        fake,
+    )
     assert invalid(envelope) == paths
     assert fake.calls == []
 
 
 def test_scalar_forms_render_the_record_itself():
-    fake = Recorder(pb.RememberResponse(memory=pb.RememberResult(stored=True, memory_id="sch_9", scope=SCOPE,
-                                                                 disposition=pb.DISPOSITION_MATCHED, type=res.MEMORY_TYPE_LESSON)))
+    fake = Recorder(
+        pb.RememberResponse(
+            memory=pb.RememberResult(
+                stored=True,
+                memory_id="sch_9",
+                scope=SCOPE,
+                disposition=pb.DISPOSITION_MATCHED,
+                type=res.MEMORY_TYPE_LESSON,
+            )
+        )
+    )
     envelope = execute("slowave_remember", {"session_id": "s", "scope": SCOPE, "content": "c", "type": "lesson"}, fake)
-    assert envelope == {"ok": True, "data": {"stored": True, "memory_id": "sch_9", "disposition": "matched",
-                                             "type": "lesson", "scope": SCOPE, "source_event_id": ""}}
+    assert envelope == {
+        "ok": True,
+        "data": {
+            "stored": True,
+            "memory_id": "sch_9",
+            "disposition": "matched",
+            "type": "lesson",
+            "scope": SCOPE,
+            "source_event_id": "",
+        },
+    }
     fb = execute("slowave_feedback", {"retrieval_id": "ctx_1"}, Recorder(pb.FeedbackResponse(record=record())))
     assert fb["data"]["retrieval_id"] == "ctx_1" and "results" not in fb["data"]
 
@@ -506,14 +728,25 @@ def test_scalar_forms_render_the_record_itself():
 
 
 def test_rendering_presence_enums_timestamps_and_structs():
-    memory = res.Memory(memory_id="sch_1", content="c", type=res.MEMORY_TYPE_OPEN_QUESTION, pathway="direct",
-                       ranking=res.RankingSignals(relevance=0.7, learned=0.0, score=0.7),
-                       provenance=res.Provenance(source_kind="explicit_remember", source_event_id="evt_1"))
+    memory = res.Memory(
+        memory_id="sch_1",
+        content="c",
+        type=res.MEMORY_TYPE_OPEN_QUESTION,
+        pathway="direct",
+        ranking=res.RankingSignals(relevance=0.7, learned=0.0, score=0.7),
+        provenance=res.Provenance(source_kind="explicit_remember", source_event_id="evt_1"),
+    )
     proc = res.Procedure(procedure_id="proc_sess_1", goal="g", outcome=res.OUTCOME_FAILURE)
     proc.context.update({"python": 3, "ratio": 0.5, "tags": ["a"], "nested": {"on": True}})
-    proc.created_at.FromDatetime(datetime(2026, 8, 20, 9, 30, 1, 500000, tzinfo=timezone.utc))
-    response = pb.ActivateResponse(retrieval_id="ctx_1", session_id="sess_1", memory_state=res.MEMORY_STATE_AVAILABLE,
-                                   memories=[memory], procedures=[proc], relevant_total=1)
+    proc.created_at.FromDatetime(datetime(2026, 8, 20, 9, 30, 1, 500000, tzinfo=UTC))
+    response = pb.ActivateResponse(
+        retrieval_id="ctx_1",
+        session_id="sess_1",
+        memory_state=res.MEMORY_STATE_AVAILABLE,
+        memories=[memory],
+        procedures=[proc],
+        relevant_total=1,
+    )
     data = render_message(response)
     assert data["memory_state"] == "available" and data["continuity_state"] == "unspecified"
     assert data["warnings"] == [] and data["more_available"] is False and data["relevant_total"] == 1
@@ -532,10 +765,23 @@ def test_rendering_presence_enums_timestamps_and_structs():
 
 
 def test_optional_counts_render_only_when_set_and_as_numbers():
-    plain = render_message(pb.CommitResponse(session_id="s", committed=True, operation=pb.COMMIT_OPERATION_CLOSED,
-                                             feedback_status=pb.FEEDBACK_STATUS_COMPLETE, episodes_formed=0))
+    plain = render_message(
+        pb.CommitResponse(
+            session_id="s",
+            committed=True,
+            operation=pb.COMMIT_OPERATION_CLOSED,
+            feedback_status=pb.FEEDBACK_STATUS_COMPLETE,
+            episodes_formed=0,
+        )
+    )
     assert plain["episodes_formed"] == 0 and plain["operation"] == "closed" and plain["feedback_status"] == "complete"
-    for absent in ("trajectory_lifecycle_filtered", "session_note", "already_ended", "trajectory_ignored", "procedure_id"):
+    for absent in (
+        "trajectory_lifecycle_filtered",
+        "session_note",
+        "already_ended",
+        "trajectory_ignored",
+        "procedure_id",
+    ):
         assert absent not in plain
     filtered = render_message(pb.CommitResponse(trajectory_lifecycle_filtered=4, already_ended=True))
     assert filtered["trajectory_lifecycle_filtered"] == 4 and filtered["already_ended"] is True
@@ -549,64 +795,106 @@ def test_an_enum_number_unknown_to_the_bridge_is_rendered_not_refused():
 
 
 def test_seed_incomplete_feedback_error_verbatim():
-    err = rpc_error(grpc.StatusCode.FAILED_PRECONDITION, "feedback is incomplete",
-                    error_info("incomplete_feedback", True, "INCOMPLETE_FEEDBACK"),
-                    errors_pb2.IncompleteFeedback(outstanding=[errors_pb2.OutstandingRetrieval(
-                        retrieval_id="ctx_a1b2c3d4e5f6", memory_ids=["sch_42", "sch_17"])]))
+    err = rpc_error(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "feedback is incomplete",
+        error_info("incomplete_feedback", True, "INCOMPLETE_FEEDBACK"),
+        errors_pb2.IncompleteFeedback(
+            outstanding=[
+                errors_pb2.OutstandingRetrieval(retrieval_id="ctx_a1b2c3d4e5f6", memory_ids=["sch_42", "sch_17"])
+            ]
+        ),
+    )
     assert execute("slowave_commit", commit_args(), Recorder(raises=err)) == {
         "ok": False,
-        "error": {"code": "incomplete_feedback", "message": "feedback is incomplete", "retryable": True,
-                  "outstanding": [{"retrieval_id": "ctx_a1b2c3d4e5f6", "memory_ids": ["sch_42", "sch_17"],
-                                   "procedure_ids": []}]},
+        "error": {
+            "code": "incomplete_feedback",
+            "message": "feedback is incomplete",
+            "retryable": True,
+            "outstanding": [
+                {"retrieval_id": "ctx_a1b2c3d4e5f6", "memory_ids": ["sch_42", "sch_17"], "procedure_ids": []}
+            ],
+        },
     }
 
 
 def test_bad_request_becomes_field_errors():
-    err = rpc_error(grpc.StatusCode.INVALID_ARGUMENT, "invalid input: verification.summary, trajectory[3].summary",
-                    error_info("invalid_input", False, "INVALID_INPUT"),
-                    bad_request("verification.summary", "trajectory[3].summary"))
+    err = rpc_error(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "invalid input: verification.summary, trajectory[3].summary",
+        error_info("invalid_input", False, "INVALID_INPUT"),
+        bad_request("verification.summary", "trajectory[3].summary"),
+    )
     envelope = execute("slowave_commit", commit_args(), Recorder(raises=err))
-    assert envelope == {"ok": False, "error": {
-        "code": "invalid_input", "message": "invalid input: verification.summary, trajectory[3].summary",
-        "retryable": False,
-        "field_errors": [{"path": "verification.summary", "message": "verification.summary is wrong"},
-                         {"path": "trajectory[3].summary", "message": "trajectory[3].summary is wrong"}]}}
+    assert envelope == {
+        "ok": False,
+        "error": {
+            "code": "invalid_input",
+            "message": "invalid input: verification.summary, trajectory[3].summary",
+            "retryable": False,
+            "field_errors": [
+                {"path": "verification.summary", "message": "verification.summary is wrong"},
+                {"path": "trajectory[3].summary", "message": "trajectory[3].summary is wrong"},
+            ],
+        },
+    }
 
 
-@pytest.mark.parametrize("grpc_code,code,retryable", [
-    (grpc.StatusCode.NOT_FOUND, "invalid_input", False),
-    (grpc.StatusCode.NOT_FOUND, "not_found", False),
-    (grpc.StatusCode.FAILED_PRECONDITION, "invalid_input", False),
-    (grpc.StatusCode.UNAVAILABLE, "internal_error", True),
-    (grpc.StatusCode.UNAUTHENTICATED, "unauthenticated", False),
-    (grpc.StatusCode.PERMISSION_DENIED, "permission_denied", False),
-    (grpc.StatusCode.RESOURCE_EXHAUSTED, "resource_exhausted", True),
-])
+@pytest.mark.parametrize(
+    "grpc_code,code,retryable",
+    [
+        (grpc.StatusCode.NOT_FOUND, "invalid_input", False),
+        (grpc.StatusCode.NOT_FOUND, "not_found", False),
+        (grpc.StatusCode.FAILED_PRECONDITION, "invalid_input", False),
+        (grpc.StatusCode.UNAVAILABLE, "internal_error", True),
+        (grpc.StatusCode.UNAUTHENTICATED, "unauthenticated", False),
+        (grpc.StatusCode.PERMISSION_DENIED, "permission_denied", False),
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, "resource_exhausted", True),
+    ],
+)
 def test_code_and_retryable_come_from_error_info_and_nothing_else_is_added(grpc_code, code, retryable):
-    err = rpc_error(grpc_code, "human text", error_info(code, retryable),
-                    error_details_pb2.RetryInfo())  # a detail the envelope has no key for
+    err = rpc_error(
+        grpc_code, "human text", error_info(code, retryable), error_details_pb2.RetryInfo()
+    )  # a detail the envelope has no key for
     assert execute("slowave_recall", {"session_id": "s", "scope": SCOPE, "query": "q"}, Recorder(raises=err)) == {
-        "ok": False, "error": {"code": code, "message": "human text", "retryable": retryable}}
+        "ok": False,
+        "error": {"code": code, "message": "human text", "retryable": retryable},
+    }
 
 
-@pytest.mark.parametrize("grpc_code,message,code,retryable", [
-    (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", "internal_error", True),
-    (grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses", "internal_error", True),
-    (grpc.StatusCode.INTERNAL, "boom", "internal_error", True),
-    (grpc.StatusCode.RESOURCE_EXHAUSTED, "Received message larger than max (9437184 vs. 8388608)", "invalid_input", False),
-    (grpc.StatusCode.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!", "internal_error", True),
-])
+@pytest.mark.parametrize(
+    "grpc_code,message,code,retryable",
+    [
+        (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", "internal_error", True),
+        (grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses", "internal_error", True),
+        (grpc.StatusCode.INTERNAL, "boom", "internal_error", True),
+        (
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "Received message larger than max (9437184 vs. 8388608)",
+            "invalid_input",
+            False,
+        ),
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!", "internal_error", True),
+    ],
+)
 def test_statuses_without_error_info(grpc_code, message, code, retryable):
     err = FakeRpcError(None, grpc_code, message)
     assert execute("slowave_activate", activate_args(), Recorder(raises=err)) == {
-        "ok": False, "error": {"code": code, "message": message, "retryable": retryable}}
+        "ok": False,
+        "error": {"code": code, "message": message, "retryable": retryable},
+    }
 
 
 def test_outstanding_only_for_incomplete_feedback_and_field_errors_only_with_bad_request():
-    status = status_pb2.Status(code=code_pb2.FAILED_PRECONDITION, message="m", details=packed(
-        error_info("invalid_input", False, "SESSION_ENDED"), errors_pb2.IncompleteFeedback()))
+    status = status_pb2.Status(
+        code=code_pb2.FAILED_PRECONDITION,
+        message="m",
+        details=packed(error_info("invalid_input", False, "SESSION_ENDED"), errors_pb2.IncompleteFeedback()),
+    )
     assert render_status(grpc.StatusCode.FAILED_PRECONDITION, "m", status) == {
-        "ok": False, "error": {"code": "invalid_input", "message": "m", "retryable": False}}
+        "ok": False,
+        "error": {"code": "invalid_input", "message": "m", "retryable": False},
+    }
 
 
 def test_an_unreachable_server_is_a_retryable_internal_error():
@@ -626,7 +914,7 @@ def test_an_unreachable_server_is_a_retryable_internal_error():
 # ------------------------------------------------------------------------------ tool schemas
 
 
-def _schema_matches_descriptor(schema: dict[str, Any], descriptor) -> None:  # noqa: ANN001
+def _schema_matches_descriptor(schema: dict[str, Any], descriptor) -> None:
     assert schema["type"] == "object" and schema["additionalProperties"] is False
     assert list(schema["properties"]) == [f.name for f in descriptor.fields]
     for fd in descriptor.fields:
@@ -671,7 +959,9 @@ def test_translate_is_pure():
     t = translate("slowave_feedback", json.loads(SEED_FEEDBACK))
     assert not t.whole and t.request.coverage == pb.COVERAGE_COMPLETE
     assert [(e.memory_id, e.assessment) for e in t.request.memory_feedback] == [
-        ("sch_42", pb.MEMORY_ASSESSMENT_USED), ("sch_17", pb.MEMORY_ASSESSMENT_IRRELEVANT)]
+        ("sch_42", pb.MEMORY_ASSESSMENT_USED),
+        ("sch_17", pb.MEMORY_ASSESSMENT_IRRELEVANT),
+    ]
 
 
 def test_struct_objects_round_trip_through_the_request_and_back():
@@ -686,7 +976,9 @@ def test_text_the_wire_cannot_carry_is_invalid_input_not_a_crash():
     """JSON allows a lone surrogate (`"\\ud800"`); UTF-8, and so protobuf, does not."""
     fake = Recorder()
     assert invalid(execute("slowave_activate", activate_args(task="\ud800", task_context={"k": "\udfff"}), fake)) == [
-        "task", "task_context"]
+        "task",
+        "task_context",
+    ]
     assert fake.calls == []
 
 
@@ -695,7 +987,7 @@ def test_the_api_key_travels_as_bearer_metadata_on_every_call(api_key, metadata)
     seen: list[tuple[Message, float, tuple]] = []
 
     class Stub:
-        def Activate(self, request, timeout, metadata):  # noqa: ANN001, ANN201, N802
+        def Activate(self, request, timeout, metadata):
             seen.append((request, timeout, metadata))
             return pb.ActivateResponse(session_id="sess_1")
 

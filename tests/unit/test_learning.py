@@ -1,4 +1,5 @@
 """Learned adjustments (spec 12.1, 12.2, 12.4): constants, units, clamping, rounding."""
+
 from __future__ import annotations
 
 import random
@@ -6,8 +7,8 @@ import random
 import pytest
 
 from slowave.domain import learning as L
-from slowave.domain.terms import terms
 from slowave.domain.procedure_capture import capture, describes_a_method, served_caveats
+from slowave.domain.terms import terms
 
 
 def test_default_constants():
@@ -104,8 +105,10 @@ def test_l2_irrelevant_and_harmed_sink():
 
 
 def test_l5_neutral_stays_neutral():
-    units = sum(L.memory_unit(a, e) for a, e in
-                [("not_used", None), ("unassessable", None), ("already_known", None), ("used", "no_effect")])
+    units = sum(
+        L.memory_unit(a, e)
+        for a, e in [("not_used", None), ("unassessable", None), ("already_known", None), ("used", "no_effect")]
+    )
     assert own(units) == 0.0
 
 
@@ -154,8 +157,10 @@ def test_bounds_hold_for_any_evidence():
     vocabulary = [f"w{i}" for i in range(8)]
     for _ in range(2000):
         q = frozenset(rng.sample(vocabulary, rng.randint(1, 4)))
-        others = tuple(L.CueUnits(rng.randint(-8, 8), frozenset(rng.sample(vocabulary, rng.randint(1, 4))))
-                       for _ in range(rng.randint(0, 6)))
+        others = tuple(
+            L.CueUnits(rng.randint(-8, 8), frozenset(rng.sample(vocabulary, rng.randint(1, 4))))
+            for _ in range(rng.randint(0, 6))
+        )
         own_units = rng.randint(-8, 8)
         sums = [own_units, *(o.units for o in others)]
         value = L.learned_for_cue(L.MemoryEvidence(own_units, others, *L.sign_counts(sums)), q)
@@ -332,8 +337,13 @@ def test_procedure_goal_defaults_to_final_goal():
     p = capture(None, "Deploy auth", "s", {}, ["1"], [])
     assert p.goal == "Deploy auth"
     p = capture("Deploy any service", "Deploy auth", None, {"env": "staging"}, ["1", "2"], ["c"])
-    assert (p.goal, p.summary, p.context, p.steps, p.caveats) == ("Deploy any service", "", {"env": "staging"},
-                                                                   ["1", "2"], ["c"])
+    assert (p.goal, p.summary, p.context, p.steps, p.caveats) == (
+        "Deploy any service",
+        "",
+        {"env": "staging"},
+        ["1", "2"],
+        ["c"],
+    )
 
 
 def test_every_policy_label_fits_the_column_that_stores_it():
@@ -345,8 +355,10 @@ def test_every_policy_label_fits_the_column_that_stores_it():
     from slowave.storage.tables import retrievals
 
     width = retrievals.c.policy_version.type.length
-    channels = [SimpleNamespace(label=SemanticChannel.label.fget(SimpleNamespace(encoder=e)))
-                for e in (StaticEncoder, MiniLMEncoder)]
+    channels = [
+        SimpleNamespace(label=SemanticChannel.label.fget(SimpleNamespace(encoder=e)))
+        for e in (StaticEncoder, MiniLMEncoder)
+    ]
     limits = RetrievalLimits()
     labels = [policy_version(None, limits)] + [policy_version(c, limits) for c in channels]
     assert all(len(label) <= width for label in labels), [(len(x), x) for x in labels]

@@ -1,4 +1,5 @@
 """Relevance and admission, with the normative admission floor (spec 12.1, 6.3, 10.7)."""
+
 from __future__ import annotations
 
 import pytest
@@ -71,13 +72,17 @@ def _stats(**docs: int) -> dict[str, int]:
     return {TOTAL_DOCS_TERM: 1000, TOTAL_WORDS_TERM: 8000, **docs}
 
 
-def _scorer(cue: Cue = Cue("the deploy port key"), **docs: int) -> LexicalScorer:
+_DEFAULT_CUE = Cue("the deploy port key")
+
+
+def _scorer(cue: Cue = _DEFAULT_CUE, **docs: int) -> LexicalScorer:
     return LexicalScorer.for_cue(cue, _stats(**docs))
 
 
 @pytest.mark.parametrize("stats", [None, _stats(), _stats(deploy=3, port=40), _stats(deploy=999, port=1000, the=1000)])
-@pytest.mark.parametrize("cue", [Cue("What is the deploy port? The deploy port is 8080"), Cue("zzz"),
-                                 Cue("deploy", "port 8080")])
+@pytest.mark.parametrize(
+    "cue", [Cue("What is the deploy port? The deploy port is 8080"), Cue("zzz"), Cue("deploy", "port 8080")]
+)
 def test_relevance_in_unit_interval_and_reported_to_six_decimals(cue, stats):
     r = memory_relevance(cue, CONTENT, stats)
     assert 0.0 <= r <= 1.0
@@ -110,7 +115,10 @@ def test_bm25_is_lucene_okapi_over_stemmed_terms_as_a_share_of_the_ideal():
 
 def test_other_word_forms_match():
     scorer = _scorer(Cue("what version pinning policy do we have for dependencies"), version=30, pin=2, depend=5)
-    assert scorer.relevance("The payments service pins every dependency to an exact version.", False) >= ADMISSION_THRESHOLD
+    assert (
+        scorer.relevance("The payments service pins every dependency to an exact version.", False)
+        >= ADMISSION_THRESHOLD
+    )
 
 
 def test_a_question_of_function_words_and_specific_words_admits_the_memory_with_the_specific_words():
@@ -142,7 +150,10 @@ def test_names_weigh_at_least_as_much_as_the_average_stored_term():
 def test_cue_words_absent_from_the_store_still_count_in_coverage():
     # Only "the" occurs in the store: a text sharing just that word must not cover the cue.
     cue = Cue("Which database engine does the billing system use?")
-    assert LexicalScorer.for_cue(cue, _stats(the=900)).relevance("The payments ledger is in PostgreSQL", False) < ADMISSION_THRESHOLD
+    assert (
+        LexicalScorer.for_cue(cue, _stats(the=900)).relevance("The payments ledger is in PostgreSQL", False)
+        < ADMISSION_THRESHOLD
+    )
 
 
 def test_contained_text_counts_as_fully_covered():
@@ -183,8 +194,14 @@ def test_exact_words_decide_between_semantic_near_duplicates():
 def test_cue_names_are_joined_words_words_with_digits_and_capitalised_words_after_the_first():
     from slowave.domain.relevance import cue_names
 
-    assert cue_names("Which service reads deploy/media-transcoder/runtime.json?") == ["deploy/media-transcoder/runtime.json"]
-    assert cue_names("What happened after moving ledger-worker to Python 3.12.1?") == ["ledger-worker", "python", "3.12.1"]
+    assert cue_names("Which service reads deploy/media-transcoder/runtime.json?") == [
+        "deploy/media-transcoder/runtime.json"
+    ]
+    assert cue_names("What happened after moving ledger-worker to Python 3.12.1?") == [
+        "ledger-worker",
+        "python",
+        "3.12.1",
+    ]
     assert cue_names("What did SEC-5165 reveal on 2024-08-23?") == ["sec-5165", "2024-08-23"]
     assert cue_names("Who produces to metrics.updates.v1 for Kafka") == ["metrics.updates.v1", "kafka"]
     assert cue_names("Whom do I page when the picture scaling worker breaks?") == []  # "I" is one letter
@@ -257,10 +274,14 @@ def test_stored_own_terms_score_exactly_as_the_text_they_were_made_from():
     cue = Cue("Which payments dependencies were pinned in January 2024, and by whom?")
     docs = {"": 50, " words": 400, "\t words": 100, "payment": 5, "depend": 3, "pin": 2, "januari": 4, "2024": 9}
     scorer = LexicalScorer.for_cue(cue, docs)
-    for content, day in [("We pinned the payments dependencies last week.", "2024-01-08"),
-                         ("Payments pinned payments, again and again.", None),
-                         ("Nothing in common here.", "2023-05-02"), ("the", None)]:
+    for content, day in [
+        ("We pinned the payments dependencies last week.", "2024-01-08"),
+        ("Payments pinned payments, again and again.", None),
+        ("Nothing in common here.", "2023-05-02"),
+        ("the", None),
+    ]:
         stored = " ".join(terms(f"{content} {date_words(day)}"))
         for context in (None, "pin payment depend"):
-            assert scorer.relevance(content, False, context, date_words(day), stored) == \
-                scorer.relevance(content, False, context, date_words(day))
+            assert scorer.relevance(content, False, context, date_words(day), stored) == scorer.relevance(
+                content, False, context, date_words(day)
+            )

@@ -1,10 +1,11 @@
 """Retrieval rules of domain.retrieval: the frozen catalog, supersession stand-ins, scoring."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from slowave.domain.relevance import TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, Cue
-from slowave.domain.retrieval import Catalog, CatalogMemory, CatalogProcedure, CandidateScoring, stand_ins
+from slowave.domain.retrieval import CandidateScoring, Catalog, CatalogMemory, CatalogProcedure, stand_ins
 
 
 @dataclass
@@ -21,8 +22,9 @@ class _Memory:
 
 
 def _m(n: int, score: float, relevance: float) -> CatalogMemory:
-    return CatalogMemory(n=n, type="fact", relevance=relevance, learned=round(score - relevance, 6), score=score,
-                         size=10, chars=10)
+    return CatalogMemory(
+        n=n, type="fact", relevance=relevance, learned=round(score - relevance, 6), score=score, size=10, chars=10
+    )
 
 
 def test_catalog_orders_by_score_relevance_number_and_freezes_at_the_limit():
@@ -36,13 +38,25 @@ def test_catalog_round_trips_through_its_stored_json():
     catalog = Catalog.freeze([_m(1, 0.4, 0.4)], [CatalogProcedure("proc_s1", 0.5, 0.0, 0.5, 20, 20, 1.5)], 50, 9)
     assert Catalog.from_json(catalog.to_json()) == catalog
     # The stored shape is the one earlier versions wrote (continuation pages of old retrievals).
-    assert set(catalog.to_json()["memories"][0]) == {"n", "type", "relevance", "learned", "score", "size", "chars",
-                                                      "pathway", "redirected_from"}
+    assert set(catalog.to_json()["memories"][0]) == {
+        "n",
+        "type",
+        "relevance",
+        "learned",
+        "score",
+        "size",
+        "chars",
+        "pathway",
+        "redirected_from",
+    }
 
 
 def test_a_superseded_memory_is_represented_by_its_replacement_once():
-    memories = {1: _Memory(1, "old", "retired", "superseded", 3), 2: _Memory(2, "older", "retired", "superseded", 3),
-                3: _Memory(3, "new")}
+    memories = {
+        1: _Memory(1, "old", "retired", "superseded", 3),
+        2: _Memory(2, "older", "retired", "superseded", 3),
+        3: _Memory(3, "new"),
+    }
     out = stand_ins({1: 0.8, 2: 0.9}, memories, lambda m: memories[m.superseded_by])
     assert [(c.number, c.pathway, c.redirected_from, c.relevance) for c in out] == [(3, "redirect", 2, 0.9)]
     # Admitted on its own too: direct, with the better relevance.
@@ -73,6 +87,7 @@ def test_meaning_counts_in_full_only_where_no_candidate_matches_the_cues_words()
     words = _Memory(1, "The offsite was in Porto.")
     alone = CandidateScoring.for_cue(cue, stats, [paraphrase], calibration).admitted({5: paraphrase}, set(), {5: 0.6})
     beside = CandidateScoring.for_cue(cue, stats, [paraphrase, words], calibration).admitted(
-        {5: paraphrase, 1: words}, set(), {5: 0.6, 1: 0.6})
+        {5: paraphrase, 1: words}, set(), {5: 0.6, 1: 0.6}
+    )
     assert alone[5] > beside.get(5, 0.0)
     assert beside[1] > beside.get(5, 0.0)

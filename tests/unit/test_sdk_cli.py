@@ -1,4 +1,5 @@
 """The `slowave` CLI's pure parts: argument parsing, request documents, error objects, exit codes."""
+
 from __future__ import annotations
 
 import io
@@ -14,7 +15,7 @@ from slowave_client.errors import error_from_status
 from tests.unit.test_sdk_errors import info, status
 
 
-def parse(*argv: str):  # noqa: ANN201
+def parse(*argv: str):
     return cli.build_parser().parse_args(list(argv))
 
 
@@ -44,8 +45,13 @@ def test_flags_become_protobuf_field_names_and_override_the_document(tmp_path: P
     doc = tmp_path / "req.json"
     doc.write_text(json.dumps({"task": "from file", "initial_goal": "g", "scope": "project:a", "page_size": 3}))
     args = parse("activate", "--json", f"@{doc}", "--task", "from flag", "--context", '{"env": "ci"}')
-    assert cli.request_of(args) == {"task": "from flag", "initial_goal": "g", "scope": "project:a", "page_size": 3,
-                                    "task_context": {"env": "ci"}}
+    assert cli.request_of(args) == {
+        "task": "from flag",
+        "initial_goal": "g",
+        "scope": "project:a",
+        "page_size": 3,
+        "task_context": {"env": "ci"},
+    }
 
 
 def test_absent_flags_leave_the_document_alone():
@@ -54,36 +60,86 @@ def test_absent_flags_leave_the_document_alone():
 
 
 def test_feedback_flags_append_entries():
-    args = parse("feedback", "--json", '{"retrieval_id": "ctx_1", "memory_feedback": [{"memory_id": "sch_9", '
-                 '"assessment": "stale", "stale_reason": "outdated", "reason": "moved"}]}',
-                 "--memory", "sch_1=used", "--memory", " sch_2 = irrelevant", "--coverage", "complete",
-                 "--missing", "the port")
+    args = parse(
+        "feedback",
+        "--json",
+        '{"retrieval_id": "ctx_1", "memory_feedback": [{"memory_id": "sch_9", '
+        '"assessment": "stale", "stale_reason": "outdated", "reason": "moved"}]}',
+        "--memory",
+        "sch_1=used",
+        "--memory",
+        " sch_2 = irrelevant",
+        "--coverage",
+        "complete",
+        "--missing",
+        "the port",
+    )
     assert cli.request_of(args) == {
-        "retrieval_id": "ctx_1", "coverage": "complete", "missing": ["the port"],
-        "memory_feedback": [{"memory_id": "sch_9", "assessment": "stale", "stale_reason": "outdated", "reason": "moved"},
-                            {"memory_id": "sch_1", "assessment": "used"}, {"memory_id": "sch_2", "assessment": "irrelevant"}]}
+        "retrieval_id": "ctx_1",
+        "coverage": "complete",
+        "missing": ["the port"],
+        "memory_feedback": [
+            {"memory_id": "sch_9", "assessment": "stale", "stale_reason": "outdated", "reason": "moved"},
+            {"memory_id": "sch_1", "assessment": "used"},
+            {"memory_id": "sch_2", "assessment": "irrelevant"},
+        ],
+    }
     with pytest.raises(cli.UsageError):
         cli.request_of(parse("feedback", "--memory", "sch_1"))
 
 
 def test_commit_verification_flags_merge_into_the_document():
-    args = parse("commit", "--json", '{"verification": {"summary": "from doc", "evidence_refs": ["ci#1"]}}',
-                 "--session", "sess_1", "--outcome", "success", "--summary", "done", "--verification", "verified")
-    assert cli.request_of(args) == {"session_id": "sess_1", "outcome": "success", "outcome_summary": "done",
-                                    "verification": {"summary": "from doc", "evidence_refs": ["ci#1"],
-                                                     "status": "verified"}}
+    args = parse(
+        "commit",
+        "--json",
+        '{"verification": {"summary": "from doc", "evidence_refs": ["ci#1"]}}',
+        "--session",
+        "sess_1",
+        "--outcome",
+        "success",
+        "--summary",
+        "done",
+        "--verification",
+        "verified",
+    )
+    assert cli.request_of(args) == {
+        "session_id": "sess_1",
+        "outcome": "success",
+        "outcome_summary": "done",
+        "verification": {"summary": "from doc", "evidence_refs": ["ci#1"], "status": "verified"},
+    }
 
 
 def test_error_objects_and_exit_codes():
-    incomplete = error_from_status(grpc.StatusCode.FAILED_PRECONDITION, "feedback is incomplete", status(
-        code_pb2.FAILED_PRECONDITION, "feedback is incomplete", info("INCOMPLETE_FEEDBACK", "incomplete_feedback", True)))
+    incomplete = error_from_status(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "feedback is incomplete",
+        status(
+            code_pb2.FAILED_PRECONDITION,
+            "feedback is incomplete",
+            info("INCOMPLETE_FEEDBACK", "incomplete_feedback", True),
+        ),
+    )
     assert cli.exit_code_of(incomplete) == cli.EXIT_CODES["incomplete_feedback"]
     body = cli._error_object(incomplete)["error"]
-    assert body == {"status": "FAILED_PRECONDITION", "code": "incomplete_feedback", "reason": "INCOMPLETE_FEEDBACK",
-                    "message": "feedback is incomplete", "retryable": True, "outstanding": []}
-    expected = {grpc.StatusCode.INVALID_ARGUMENT: 3, grpc.StatusCode.NOT_FOUND: 4, grpc.StatusCode.FAILED_PRECONDITION: 5,
-                grpc.StatusCode.UNAUTHENTICATED: 7, grpc.StatusCode.PERMISSION_DENIED: 7, grpc.StatusCode.UNAVAILABLE: 8,
-                grpc.StatusCode.DEADLINE_EXCEEDED: 8, grpc.StatusCode.INTERNAL: 1}
+    assert body == {
+        "status": "FAILED_PRECONDITION",
+        "code": "incomplete_feedback",
+        "reason": "INCOMPLETE_FEEDBACK",
+        "message": "feedback is incomplete",
+        "retryable": True,
+        "outstanding": [],
+    }
+    expected = {
+        grpc.StatusCode.INVALID_ARGUMENT: 3,
+        grpc.StatusCode.NOT_FOUND: 4,
+        grpc.StatusCode.FAILED_PRECONDITION: 5,
+        grpc.StatusCode.UNAUTHENTICATED: 7,
+        grpc.StatusCode.PERMISSION_DENIED: 7,
+        grpc.StatusCode.UNAVAILABLE: 8,
+        grpc.StatusCode.DEADLINE_EXCEEDED: 8,
+        grpc.StatusCode.INTERNAL: 1,
+    }
     for code, exit_code in expected.items():
         assert cli.exit_code_of(error_from_status(code, "m", None)) == exit_code, code
     assert len(set(cli.EXIT_CODES.values())) == len(cli.EXIT_CODES)
@@ -91,8 +147,9 @@ def test_error_objects_and_exit_codes():
 
 def test_requests_the_sdk_cannot_build_fail_before_sending():
     # Port 1 has no server: reaching the network would be UNAVAILABLE (8), not invalid input (3).
-    code, out, err = run("--target", "127.0.0.1:1", "remember", "--session", "s", "--scope", "p:x",
-                         "--content", "c", "--type", "rumour")
+    code, out, err = run(
+        "--target", "127.0.0.1:1", "remember", "--session", "s", "--scope", "p:x", "--content", "c", "--type", "rumour"
+    )
     assert code == 3 and out == ""
     assert err["error"]["code"] == "invalid_input" and [f["path"] for f in err["error"]["field_errors"]] == ["type"]
 

@@ -1,4 +1,5 @@
 """SDK connection set-up: API-key metadata, TLS credentials and channel choice (no network)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,23 +29,37 @@ def test_client_certificate_needs_its_key():
 
 
 @pytest.fixture
-def captured(monkeypatch):  # noqa: ANN201
+def captured(monkeypatch):
     """Records what grpc is asked to build instead of building it."""
     calls: dict[str, object] = {}
 
-    def ssl_channel_credentials(root_certificates=None, private_key=None, certificate_chain=None):  # noqa: ANN001, ANN202
+    def ssl_channel_credentials(root_certificates=None, private_key=None, certificate_chain=None):
         calls["ssl"] = (root_certificates, private_key, certificate_chain)
         return "CREDS"
 
     monkeypatch.setattr(grpc, "ssl_channel_credentials", ssl_channel_credentials)
-    monkeypatch.setattr(grpc, "secure_channel", lambda target, creds, options=None: calls.setdefault(
-        "channel", ("secure", target, creds, dict(options or ()))))
-    monkeypatch.setattr(grpc, "insecure_channel", lambda target, options=None: calls.setdefault(
-        "channel", ("insecure", target, None, dict(options or ()))))
-    monkeypatch.setattr(grpc.aio, "secure_channel", lambda target, creds, options=None: calls.setdefault(
-        "channel", ("aio-secure", target, creds, dict(options or ()))))
-    monkeypatch.setattr(grpc.aio, "insecure_channel", lambda target, options=None: calls.setdefault(
-        "channel", ("aio-insecure", target, None, dict(options or ()))))
+    monkeypatch.setattr(
+        grpc,
+        "secure_channel",
+        lambda target, creds, options=None: calls.setdefault("channel", ("secure", target, creds, dict(options or ()))),
+    )
+    monkeypatch.setattr(
+        grpc,
+        "insecure_channel",
+        lambda target, options=None: calls.setdefault("channel", ("insecure", target, None, dict(options or ()))),
+    )
+    monkeypatch.setattr(
+        grpc.aio,
+        "secure_channel",
+        lambda target, creds, options=None: calls.setdefault(
+            "channel", ("aio-secure", target, creds, dict(options or ()))
+        ),
+    )
+    monkeypatch.setattr(
+        grpc.aio,
+        "insecure_channel",
+        lambda target, options=None: calls.setdefault("channel", ("aio-insecure", target, None, dict(options or ()))),
+    )
     return calls
 
 
@@ -65,8 +80,12 @@ def test_tls_files_are_read_into_the_credentials(captured, tmp_path: Path):
     (tmp_path / "ca.pem").write_bytes(b"CA-PEM")
     (tmp_path / "client.pem").write_bytes(b"CERT-PEM")
     (tmp_path / "client.key").write_bytes(b"KEY-PEM")
-    tls = TlsConfig(ca_file=tmp_path / "ca.pem", cert_file=str(tmp_path / "client.pem"),
-                    key_file=tmp_path / "client.key", server_name="slowave.internal")
+    tls = TlsConfig(
+        ca_file=tmp_path / "ca.pem",
+        cert_file=str(tmp_path / "client.pem"),
+        key_file=tmp_path / "client.key",
+        server_name="slowave.internal",
+    )
     open_channel("127.0.0.1:50051", tls=tls, asynchronous=True, options=[("grpc.primary_user_agent", "t")])
     assert captured["ssl"] == (b"CA-PEM", b"KEY-PEM", b"CERT-PEM")
     kind, _, creds, options = captured["channel"]
@@ -83,5 +102,7 @@ def test_a_missing_tls_file_fails_when_the_channel_is_opened(captured, tmp_path:
 def test_caller_options_override_the_defaults():
     merged = dict(channel_options(None, [("grpc.max_reconnect_backoff_ms", 500)]))
     assert merged["grpc.max_reconnect_backoff_ms"] == 500
-    assert dict(channel_options(None))["grpc.max_reconnect_backoff_ms"] == dict(connection.DEFAULT_OPTIONS)[
-        "grpc.max_reconnect_backoff_ms"]
+    assert (
+        dict(channel_options(None))["grpc.max_reconnect_backoff_ms"]
+        == dict(connection.DEFAULT_OPTIONS)["grpc.max_reconnect_backoff_ms"]
+    )

@@ -1,4 +1,5 @@
 """SDK retry policy: which failures are retried, backoff bounds, deadline budget (fake clock, no sleeps)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -48,11 +49,14 @@ def service_unavailable(retry_delay_ms: int | None = None) -> FakeRpcError:
         hint = error_details_pb2.RetryInfo()
         hint.retry_delay.FromMilliseconds(retry_delay_ms)
         details.append(hint)
-    return FakeRpcError(grpc.StatusCode.UNAVAILABLE, "the database is unavailable",
-                        status(code_pb2.UNAVAILABLE, "the database is unavailable", *details))
+    return FakeRpcError(
+        grpc.StatusCode.UNAVAILABLE,
+        "the database is unavailable",
+        status(code_pb2.UNAVAILABLE, "the database is unavailable", *details),
+    )
 
 
-def scripted(failures: list[FakeRpcError], result: str = "ok"):  # noqa: ANN201
+def scripted(failures: list[FakeRpcError], result: str = "ok"):
     """An invoke() that fails with `failures` in turn, then returns `result`; records each timeout."""
     timeouts: list[float | None] = []
 
@@ -83,16 +87,26 @@ def test_policy_rejects_nonsense():
 
 def test_only_unavailable_is_retried_and_ambiguous_failures_only_for_idempotent_calls():
     transport = error_from_status(grpc.StatusCode.UNAVAILABLE, "reset", None)
-    from_service = error_from_status(grpc.StatusCode.UNAVAILABLE, "db down", status(
-        code_pb2.UNAVAILABLE, "db down", info("INTERNAL_ERROR", "internal_error", True)))
+    from_service = error_from_status(
+        grpc.StatusCode.UNAVAILABLE,
+        "db down",
+        status(code_pb2.UNAVAILABLE, "db down", info("INTERNAL_ERROR", "internal_error", True)),
+    )
     assert should_retry(transport, idempotent=True) and not should_retry(transport, idempotent=False)
     # The service rolled its transaction back: even a call that opens a session may be repeated.
     assert should_retry(from_service, idempotent=False)
-    for code in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.INTERNAL, grpc.StatusCode.RESOURCE_EXHAUSTED,
-                 grpc.StatusCode.FAILED_PRECONDITION):
+    for code in (
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.FAILED_PRECONDITION,
+    ):
         assert not should_retry(error_from_status(code, "m", None), idempotent=True)
-    incomplete = error_from_status(grpc.StatusCode.FAILED_PRECONDITION, "feedback is incomplete", status(
-        code_pb2.FAILED_PRECONDITION, "m", info("INCOMPLETE_FEEDBACK", "incomplete_feedback", True)))
+    incomplete = error_from_status(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "feedback is incomplete",
+        status(code_pb2.FAILED_PRECONDITION, "m", info("INCOMPLETE_FEEDBACK", "incomplete_feedback", True)),
+    )
     assert incomplete.retryable and not should_retry(incomplete, idempotent=True)
 
 
@@ -100,8 +114,15 @@ def test_idempotent_call_is_retried_until_it_succeeds():
     t = FakeTime()
     events: list[RetryEvent] = []
     invoke, timeouts = scripted([transport_unavailable(), transport_unavailable()])
-    attempts = Attempts("Commit", RetryPolicy(max_attempts=5, initial_backoff=0.1, max_backoff=1.0), True, 30.0,
-                        clock=t.clock, rng=lambda: 1.0, on_retry=events.append)
+    attempts = Attempts(
+        "Commit",
+        RetryPolicy(max_attempts=5, initial_backoff=0.1, max_backoff=1.0),
+        True,
+        30.0,
+        clock=t.clock,
+        rng=lambda: 1.0,
+        on_retry=events.append,
+    )
     assert run_with_retries(invoke, attempts, sleep=t.sleep) == "ok"
     assert t.sleeps == [0.1, 0.2]
     assert [(e.method, e.attempt, e.delay) for e in events] == [("Commit", 1, 0.1), ("Commit", 2, 0.2)]
@@ -147,8 +168,14 @@ def test_server_retry_delay_is_a_floor():
 def test_no_retry_that_could_not_finish_before_the_deadline():
     t = FakeTime()
     invoke, timeouts = scripted([transport_unavailable() for _ in range(10)])
-    attempts = Attempts("Feedback", RetryPolicy(max_attempts=10, initial_backoff=1.0, max_backoff=1.0), True, 2.5,
-                        clock=t.clock, rng=lambda: 1.0)
+    attempts = Attempts(
+        "Feedback",
+        RetryPolicy(max_attempts=10, initial_backoff=1.0, max_backoff=1.0),
+        True,
+        2.5,
+        clock=t.clock,
+        rng=lambda: 1.0,
+    )
     with pytest.raises(Unavailable):
         run_with_retries(invoke, attempts, sleep=t.sleep)
     assert t.sleeps == [1.0, 1.0] and timeouts == [2.5, 1.5, 0.5]
@@ -189,6 +216,9 @@ def test_async_twin_behaves_the_same():
         raise transport_unavailable()
 
     with pytest.raises(Unavailable):
-        asyncio.run(run_with_retries_async(activate, Attempts("Activate", RetryPolicy(), False, 10.0, clock=t.clock),
-                                           sleep=t.async_sleep))
+        asyncio.run(
+            run_with_retries_async(
+                activate, Attempts("Activate", RetryPolicy(), False, 10.0, clock=t.clock), sleep=t.async_sleep
+            )
+        )
     assert t.sleeps == [0.5, 1.0]

@@ -1,7 +1,8 @@
 """SDK value conversion: plain Python values → request messages, response messages → dataclasses."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from google.protobuf import struct_pb2
@@ -26,8 +27,10 @@ ASSESSMENT = pb.MemoryAssessment.DESCRIPTOR
 MEMORY_TYPE = res.MemoryType.DESCRIPTOR
 
 
-@pytest.mark.parametrize("spelling", ["used", "USED", " Used ", "memory_assessment_used", "MEMORY_ASSESSMENT_USED",
-                                      pb.MEMORY_ASSESSMENT_USED])
+@pytest.mark.parametrize(
+    "spelling",
+    ["used", "USED", " Used ", "memory_assessment_used", "MEMORY_ASSESSMENT_USED", pb.MEMORY_ASSESSMENT_USED],
+)
 def test_enum_values_accept_seed_names_proto_names_and_ints(spelling):
     assert enum_value(ASSESSMENT, spelling) == pb.MEMORY_ASSESSMENT_USED
 
@@ -65,9 +68,9 @@ def test_struct_round_trip_keeps_integers_integral():
 
 def test_timestamps_need_an_explicit_offset():
     ts = to_timestamp("2026-01-31T12:00:00+02:00")
-    assert ts.ToDatetime(tzinfo=timezone.utc) == datetime(2026, 1, 31, 10, 0, tzinfo=timezone.utc)
+    assert ts.ToDatetime(tzinfo=UTC) == datetime(2026, 1, 31, 10, 0, tzinfo=UTC)
     assert to_timestamp("2026-01-31T10:00:00Z") == ts
-    assert to_timestamp(datetime(2026, 1, 31, 10, tzinfo=timezone.utc)) == ts
+    assert to_timestamp(datetime(2026, 1, 31, 10, tzinfo=UTC)) == ts
     with pytest.raises(ValueError, match="offset"):
         to_timestamp(datetime(2026, 1, 31, 10))
     with pytest.raises(ValueError, match="RFC 3339"):
@@ -75,12 +78,18 @@ def test_timestamps_need_an_explicit_offset():
 
 
 def test_build_message_fills_nested_values_from_plain_python():
-    request = build_message(pb.CommitRequest, {
-        "session_id": "sess_1", "final_goal": "g", "outcome": "partial", "outcome_summary": "s",
-        "verification": {"status": "partially_verified", "summary": "v", "evidence_refs": ["ci#1"]},
-        "procedure": {"context": {"env": "staging"}, "steps": ["one", "two"]},
-        "trajectory": [{"kind": "action", "summary": "ran tests", "status": "succeeded"}],
-    })
+    request = build_message(
+        pb.CommitRequest,
+        {
+            "session_id": "sess_1",
+            "final_goal": "g",
+            "outcome": "partial",
+            "outcome_summary": "s",
+            "verification": {"status": "partially_verified", "summary": "v", "evidence_refs": ["ci#1"]},
+            "procedure": {"context": {"env": "staging"}, "steps": ["one", "two"]},
+            "trajectory": [{"kind": "action", "summary": "ran tests", "status": "succeeded"}],
+        },
+    )
     assert request.outcome == res.OUTCOME_PARTIAL
     assert request.verification.status == res.VERIFICATION_STATUS_PARTIALLY_VERIFIED
     assert list(request.verification.evidence_refs) == ["ci#1"]
@@ -90,8 +99,9 @@ def test_build_message_fills_nested_values_from_plain_python():
 
 
 def test_none_means_absent_and_present_empty_values_set_the_field():
-    request = build_message(pb.ActivateRequest, {"task": "t", "page_size": None, "continuity_id": "",
-                                                 "task_context": {}})
+    request = build_message(
+        pb.ActivateRequest, {"task": "t", "page_size": None, "continuity_id": "", "task_context": {}}
+    )
     assert not request.HasField("page_size")
     assert request.HasField("continuity_id") and request.continuity_id == ""
     assert request.HasField("task_context")
@@ -99,21 +109,40 @@ def test_none_means_absent_and_present_empty_values_set_the_field():
 
 def test_build_message_reports_every_problem_with_its_path():
     with pytest.raises(InvalidRequest) as info:
-        build_message(pb.FeedbackRequest, {
-            "retrieval_id": 7, "colour": "red", "missing": "not a list", "coverage": "everything",
-            "memory_feedback": [{"memory_id": "sch_1", "assessment": "used", "effect": "huge"}, None,
-                                {"memory_id": "sch_2", "extra": 1}],
-        })
+        build_message(
+            pb.FeedbackRequest,
+            {
+                "retrieval_id": 7,
+                "colour": "red",
+                "missing": "not a list",
+                "coverage": "everything",
+                "memory_feedback": [
+                    {"memory_id": "sch_1", "assessment": "used", "effect": "huge"},
+                    None,
+                    {"memory_id": "sch_2", "extra": 1},
+                ],
+            },
+        )
     paths = [v.field for v in info.value.field_violations]
-    assert sorted(paths) == sorted(["retrieval_id", "colour", "missing", "coverage", "memory_feedback[0].effect",
-                                    "memory_feedback[1]", "memory_feedback[2].extra"])
+    assert sorted(paths) == sorted(
+        [
+            "retrieval_id",
+            "colour",
+            "missing",
+            "coverage",
+            "memory_feedback[0].effect",
+            "memory_feedback[1]",
+            "memory_feedback[2].extra",
+        ]
+    )
     assert info.value.code == "invalid_input" and info.value.status is None and not info.value.retryable
 
 
 def test_build_message_checks_scalar_types():
     with pytest.raises(InvalidRequest) as info:
-        build_message(pb.ActivateRequest, {"page_size": True, "task": ["x"], "semantic_context": 3,
-                                           "task_context": "env=staging"})
+        build_message(
+            pb.ActivateRequest, {"page_size": True, "task": ["x"], "semantic_context": 3, "task_context": "env=staging"}
+        )
     assert {v.field for v in info.value.field_violations} == {"page_size", "task", "semantic_context", "task_context"}
     with pytest.raises(InvalidRequest):
         build_message(pb.ActivateRequest, {"page_size": 2**40})
@@ -130,11 +159,15 @@ def test_build_message_accepts_messages_and_rejects_the_wrong_one():
 def test_prepared_calls_build_requests_from_keywords_and_shorthands():
     fb = calls.feedback("ctx_1", {"sch_1": "used", "sch_2": "irrelevant"}, coverage="complete", missing=["x"])
     assert [(e.memory_id, e.assessment) for e in fb.request.memory_feedback] == [
-        ("sch_1", pb.MEMORY_ASSESSMENT_USED), ("sch_2", pb.MEMORY_ASSESSMENT_IRRELEVANT)]
+        ("sch_1", pb.MEMORY_ASSESSMENT_USED),
+        ("sch_2", pb.MEMORY_ASSESSMENT_IRRELEVANT),
+    ]
     assert fb.request.coverage == pb.COVERAGE_COMPLETE and list(fb.request.missing) == ["x"]
     batch = calls.remember_batch("sess_1", "project:x", [("claim one", "fact"), {"content": "two", "type": 3}])
-    assert [(m.content, m.type) for m in batch.request.memories] == [("claim one", res.MEMORY_TYPE_FACT),
-                                                                      ("two", res.MEMORY_TYPE_DECISION)]
+    assert [(m.content, m.type) for m in batch.request.memories] == [
+        ("claim one", res.MEMORY_TYPE_FACT),
+        ("two", res.MEMORY_TYPE_DECISION),
+    ]
     items = calls.feedback_batch([{"retrieval_id": "ctx_1", "memory_feedback": {"sch_1": "stale"}}])
     assert items.request.items[0].memory_feedback[0].assessment == pb.MEMORY_ASSESSMENT_STALE
 
@@ -152,17 +185,27 @@ def test_only_calls_safe_to_repeat_are_marked_idempotent():
 
 
 def _memory(memory_id: str, **provenance: object) -> pb.Memory:
-    return res.Memory(memory_id=memory_id, content="c", type=res.MEMORY_TYPE_LESSON, pathway="direct",
-                     ranking=res.RankingSignals(relevance=0.5, learned=0.1, score=0.6),
-                     provenance=res.Provenance(source_kind="consolidated", **provenance))
+    return res.Memory(
+        memory_id=memory_id,
+        content="c",
+        type=res.MEMORY_TYPE_LESSON,
+        pathway="direct",
+        ranking=res.RankingSignals(relevance=0.5, learned=0.1, score=0.6),
+        provenance=res.Provenance(source_kind="consolidated", **provenance),
+    )
 
 
 def test_results_mirror_the_response_with_python_types():
     response = pb.ActivateResponse(
-        retrieval_id="ctx_1", session_id="sess_1", memory_state=res.MEMORY_STATE_AVAILABLE,
+        retrieval_id="ctx_1",
+        session_id="sess_1",
+        memory_state=res.MEMORY_STATE_AVAILABLE,
         memories=[_memory("sch_1", source_outcome=res.OUTCOME_FAILURE), _memory("sch_2")],
-        warnings=[res.RetrievalWarning(code="known_gap", message="m")], continuity_state=res.CONTINUITY_STATE_STARTED,
-        relevant_total=2, more_available=True, continue_from="cur_x",
+        warnings=[res.RetrievalWarning(code="known_gap", message="m")],
+        continuity_state=res.CONTINUITY_STATE_STARTED,
+        relevant_total=2,
+        more_available=True,
+        continue_from="cur_x",
         accessible_field=res.AccessibleField(extra_candidates=3, kinds=["fact"], approx_extra_tokens=9),
     )
     result = from_message(ActivateResult, response)
@@ -177,30 +220,48 @@ def test_results_mirror_the_response_with_python_types():
 
 
 def test_commit_optionals_are_none_unless_sent():
-    plain = from_message(CommitResult, pb.CommitResponse(session_id="s", committed=True,
-                                                         operation=pb.COMMIT_OPERATION_CLOSED))
+    plain = from_message(
+        CommitResult, pb.CommitResponse(session_id="s", committed=True, operation=pb.COMMIT_OPERATION_CLOSED)
+    )
     assert plain.operation == "closed" and plain.already_ended is None and plain.trajectory_ignored is None
-    update = from_message(CommitResult, pb.CommitResponse(operation=pb.COMMIT_OPERATION_UPDATED, already_ended=True,
-                                                          trajectory_ignored=0))
+    update = from_message(
+        CommitResult, pb.CommitResponse(operation=pb.COMMIT_OPERATION_UPDATED, already_ended=True, trajectory_ignored=0)
+    )
     assert update.already_ended is True and update.trajectory_ignored == 0
 
 
 def test_batch_items_and_json_rendering():
-    ok = from_message(RememberItemResult, pb.RememberItemResult(index=0, data=pb.RememberResult(
-        stored=True, memory_id="sch_1", disposition=pb.DISPOSITION_MATCHED, type=res.MEMORY_TYPE_FACT)))
+    ok = from_message(
+        RememberItemResult,
+        pb.RememberItemResult(
+            index=0,
+            data=pb.RememberResult(
+                stored=True, memory_id="sch_1", disposition=pb.DISPOSITION_MATCHED, type=res.MEMORY_TYPE_FACT
+            ),
+        ),
+    )
     failed = from_message(FeedbackItemResult, pb.FeedbackItemResult(error=res.ItemError(code="not_found", message="m")))
     assert ok.ok and ok.data.disposition == "matched" and ok.error is None
     assert not failed.ok and failed.data is None and failed.error.code == "not_found"
-    assert as_json(ok) == {"ok": True, "index": 0, "data": {"stored": True, "memory_id": "sch_1",
-                                                            "disposition": "matched", "type": "fact", "scope": "",
-                                                            "source_event_id": ""}}
+    assert as_json(ok) == {
+        "ok": True,
+        "index": 0,
+        "data": {
+            "stored": True,
+            "memory_id": "sch_1",
+            "disposition": "matched",
+            "type": "fact",
+            "scope": "",
+            "source_event_id": "",
+        },
+    }
     assert as_json(failed) == {"ok": False, "error": {"code": "not_found", "message": "m", "retryable": False}}
 
 
 def test_json_rendering_of_times_and_structs():
     when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=2)))
     record = res.EvidenceRecord(evidence_id="evt_1", source_kind=res.EVIDENCE_SOURCE_KIND_EVENT)
-    record.recorded_at.FromDatetime(when.astimezone(timezone.utc))
+    record.recorded_at.FromDatetime(when.astimezone(UTC))
     procedure = res.Procedure(procedure_id="proc_1", context=struct_pb2.Struct())
     procedure.context.update({"n": 2})
     response = pb.RecallResponse(evidence=[record], procedures=[procedure])

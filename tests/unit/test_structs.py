@@ -1,4 +1,5 @@
 """Structured context (spec 3.5) and procedure applicability matching (spec 12.4)."""
+
 from __future__ import annotations
 
 import math
@@ -51,24 +52,34 @@ def test_limits():
 
 
 def test_canonical_json_sorted_compact_unescaped():
-    assert canonical_json({"b": 1, "a": [True, False, "x"], "c": {"z": "é", "y": "日本"}}) == \
-        '{"a":[true,false,"x"],"b":1,"c":{"y":"日本","z":"é"}}'
+    assert (
+        canonical_json({"b": 1, "a": [True, False, "x"], "c": {"z": "é", "y": "日本"}})
+        == '{"a":[true,false,"x"],"b":1,"c":{"y":"日本","z":"é"}}'
+    )
 
 
 def test_canonical_json_keys_sorted_by_code_point():
     # U+FF5E sorts before U+1F600 by code point (UTF-16 order would put the emoji first);
     # upper case before lower case; ASCII before non-ASCII.
-    value = {"\U0001F600": 1, "\uff5e": 2, "a": 3, "B": 4, "é": 5}
+    value = {"\U0001f600": 1, "\uff5e": 2, "a": 3, "B": 4, "é": 5}
     assert canonical_json(value) == '{"B":4,"a":3,"é":5,"～":2,"😀":1}'
 
 
 @pytest.mark.parametrize(
     ("number", "text"),
-    [(3.0, "3"), (3, "3"), (-2.0, "-2"), (1e20, "100000000000000000000"), (0.5, "0.5"), (0.1, "0.1"),
-     (1.25, "1.25"), (123456.789, "123456.789")],
+    [
+        (3.0, "3"),
+        (3, "3"),
+        (-2.0, "-2"),
+        (1e20, "100000000000000000000"),
+        (0.5, "0.5"),
+        (0.1, "0.1"),
+        (1.25, "1.25"),
+        (123456.789, "123456.789"),
+    ],
 )
 def test_canonical_json_numbers(number, text):
-    assert canonical_json({"n": number}) == '{"n":%s}' % text
+    assert canonical_json({"n": number}) == f'{{"n":{text}}}'
 
 
 def test_canonical_json_nested_list_numbers():
@@ -335,7 +346,11 @@ def test_merge_task_context_top_level_keys_overwrite():
         ({"tools": []}, {"tools": "helm"}, False),
         # the seed's procedure context against task contexts
         ({"environment": "staging", "infra": "Kubernetes", "ci": "GitHub Actions"}, {"environment": "staging"}, True),
-        ({"environment": "staging", "infra": "Kubernetes", "ci": "GitHub Actions"}, {"environment": "production"}, False),
+        (
+            {"environment": "staging", "infra": "Kubernetes", "ci": "GitHub Actions"},
+            {"environment": "production"},
+            False,
+        ),
     ],
 )
 def test_contexts_match(a, b, expected):

@@ -1,4 +1,5 @@
 """Retrieval terms (stems without stop words) and time in retrieval (domain.terms, domain.dates)."""
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
@@ -36,18 +37,21 @@ def test_occurred_on_is_the_utc_calendar_date():
     assert date_words("2023-05-09") == "may 2023" and date_words(None) == ""
 
 
-@pytest.mark.parametrize("text, periods", [
-    ("What happened on 2023-05-08?", (Period(2023, 5, 8),)),
-    ("What did we decide on 8 May, 2023?", (Period(2023, 5, 8),)),
-    ("and on May 8th 2023", (Period(2023, 5, 8),)),
-    ("the June 2024 outage", (Period(2024, 6),)),
-    ("releases of 2022", (Period(2022),)),
-    ("What broke in March?", (Period(None, 3),)),
-    ("What did Ana do in May?", (Period(None, 5),)),
-    ("It may fail", ()),  # the modal verb is no month
-    ("port 8080 and version 3.12", ()),
-    ("between January 2023 and 2024", (Period(2023, 1), Period(2024))),
-])
+@pytest.mark.parametrize(
+    "text, periods",
+    [
+        ("What happened on 2023-05-08?", (Period(2023, 5, 8),)),
+        ("What did we decide on 8 May, 2023?", (Period(2023, 5, 8),)),
+        ("and on May 8th 2023", (Period(2023, 5, 8),)),
+        ("the June 2024 outage", (Period(2024, 6),)),
+        ("releases of 2022", (Period(2022),)),
+        ("What broke in March?", (Period(None, 3),)),
+        ("What did Ana do in May?", (Period(None, 5),)),
+        ("It may fail", ()),  # the modal verb is no month
+        ("port 8080 and version 3.12", ()),
+        ("between January 2023 and 2024", (Period(2023, 1), Period(2024))),
+    ],
+)
 def test_dates_a_cue_names(text, periods):
     assert named_periods(text) == periods
 

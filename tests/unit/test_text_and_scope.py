@@ -1,4 +1,5 @@
 """Text rules and limits (spec 3.4), claim equivalence (6.3), scopes (3.2), identifiers (3.3)."""
+
 from __future__ import annotations
 
 import re
@@ -240,8 +241,17 @@ def test_continuity_pattern(token, ok):
 
 @pytest.mark.parametrize(
     ("memory_id", "number"),
-    [("sch_42", 42), ("sch_1", 1), ("sch_042", None), ("42", None), ("sch_0", None), ("sch_", None),
-     ("sch_4x", None), ("SCH_4", None), ("sch_-1", None)],
+    [
+        ("sch_42", 42),
+        ("sch_1", 1),
+        ("sch_042", None),
+        ("42", None),
+        ("sch_0", None),
+        ("sch_", None),
+        ("sch_4x", None),
+        ("SCH_4", None),
+        ("sch_-1", None),
+    ],
 )
 def test_memory_number(memory_id, number):
     assert ids.memory_number(memory_id) == number

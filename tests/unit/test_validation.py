@@ -2,9 +2,10 @@
 
 Paths are protobuf field names with `[i]` for list positions (spec 4.3).
 """
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from google.protobuf import struct_pb2, timestamp_pb2
@@ -39,7 +40,7 @@ def nested(levels: int) -> dict:
     return value  # type: ignore[return-value]
 
 
-def violations(fn, req) -> list[str]:  # noqa: ANN001
+def violations(fn, req) -> list[str]:
     with pytest.raises(InvalidInput) as info:
         fn(req)
     err = info.value
@@ -116,15 +117,18 @@ def test_activate_continuity():
 
 
 def test_activate_reports_every_violation_at_once():
-    req = activate_req(task="", initial_goal=" ", scope="project", page_size=11, continuity_id="bogus",
-                       semantic_context="x" * 5000)
+    req = activate_req(
+        task="", initial_goal=" ", scope="project", page_size=11, continuity_id="bogus", semantic_context="x" * 5000
+    )
     assert sorted(violations(activate_command, req)) == sorted(
-        ["task", "initial_goal", "scope", "page_size", "continuity_id", "semantic_context"])
+        ["task", "initial_goal", "scope", "page_size", "continuity_id", "semantic_context"]
+    )
 
 
 def test_activate_task_context_normalised():
-    cmd = activate_command(activate_req(task_context=struct({" Env ": "staging", "tools": ["helm", "helm", "kubectl"],
-                                                               "n": 3})))
+    cmd = activate_command(
+        activate_req(task_context=struct({" Env ": "staging", "tools": ["helm", "helm", "kubectl"], "n": 3}))
+    )
     assert cmd.task_context == {"env": "staging", "tools": ["helm", "kubectl"], "n": 3}
 
 
@@ -147,8 +151,9 @@ def test_activate_task_context_violations_checklist_14(context):
 
 def test_activate_task_context_key_9x_path():
     assert violations(activate_command, activate_req(task_context=struct({"9x": 1}))) == ["task_context.9x"]
-    assert violations(activate_command, activate_req(task_context=struct({"env": {"x": None}}))) == \
-        ["task_context.env.x"]
+    assert violations(activate_command, activate_req(task_context=struct({"env": {"x": None}}))) == [
+        "task_context.env.x"
+    ]
 
 
 def test_activate_task_context_depth_8_ok():
@@ -180,15 +185,22 @@ def remember_req(**kw) -> pb.RememberRequest:
 
 
 def test_remember_scalar():
-    cmd = remember_command(remember_req(content="  The deploy port is 8080 ", type=res.MEMORY_TYPE_FACT,
-                                        occurred_at=ts()))
+    cmd = remember_command(
+        remember_req(content="  The deploy port is 8080 ", type=res.MEMORY_TYPE_FACT, occurred_at=ts())
+    )
     assert cmd.batch is False
     assert cmd.session_id == "sess_0123456789ab" and cmd.scope == SCOPE
-    assert cmd.claims == [Claim("The deploy port is 8080", "fact", datetime.fromtimestamp(1_700_000_000, timezone.utc))]
+    assert cmd.claims == [Claim("The deploy port is 8080", "fact", datetime.fromtimestamp(1_700_000_000, UTC))]
 
 
-@pytest.mark.parametrize(("type_", "word"), [(res.MEMORY_TYPE_OPEN_QUESTION, "open_question"),
-                                             (res.MEMORY_TYPE_LESSON, "lesson"), (res.MEMORY_TYPE_ARTIFACT, "artifact")])
+@pytest.mark.parametrize(
+    ("type_", "word"),
+    [
+        (res.MEMORY_TYPE_OPEN_QUESTION, "open_question"),
+        (res.MEMORY_TYPE_LESSON, "lesson"),
+        (res.MEMORY_TYPE_ARTIFACT, "artifact"),
+    ],
+)
 def test_remember_type_words(type_, word):
     assert remember_command(remember_req(content="c", type=type_)).claims[0].type == word
 
@@ -208,13 +220,16 @@ def test_remember_type_unspecified_or_undefined(type_):
 
 def test_remember_content_rules():
     assert violations(remember_command, remember_req(content="  ", type=res.MEMORY_TYPE_FACT)) == ["content"]
-    assert remember_command(remember_req(content="x" * 16384, type=res.MEMORY_TYPE_FACT)).claims[0].content == "x" * 16384
+    assert (
+        remember_command(remember_req(content="x" * 16384, type=res.MEMORY_TYPE_FACT)).claims[0].content == "x" * 16384
+    )
     assert violations(remember_command, remember_req(content="x" * 16385, type=res.MEMORY_TYPE_FACT)) == ["content"]
 
 
 def test_remember_both_forms():
-    req = remember_req(content="c", type=res.MEMORY_TYPE_FACT,
-                       memories=[pb.RememberItem(content="d", type=res.MEMORY_TYPE_FACT)])
+    req = remember_req(
+        content="c", type=res.MEMORY_TYPE_FACT, memories=[pb.RememberItem(content="d", type=res.MEMORY_TYPE_FACT)]
+    )
     assert sorted(violations(remember_command, req)) == ["content", "type"]
 
 
@@ -244,7 +259,7 @@ def test_remember_batch_item_errors_fail_only_their_item_checklist_61():
     cmd = remember_command(remember_req(memories=items))
     assert cmd.batch is True
     c0, e1, c2, e3 = cmd.claims
-    assert c0 == Claim("first", "fact", datetime.fromtimestamp(1, timezone.utc))
+    assert c0 == Claim("first", "fact", datetime.fromtimestamp(1, UTC))
     assert c2 == Claim("third", "decision", None)
     assert isinstance(e1, ItemError)
     assert (e1.code, e1.retryable) == ("invalid_input", False)
@@ -259,8 +274,9 @@ def test_remember_whole_call_rules_still_apply_in_batch():
 
 
 def test_remember_session_id_limit():
-    assert violations(remember_command, remember_req(session_id="s" * 257, content="c", type=res.MEMORY_TYPE_FACT)) == \
-        ["session_id"]
+    assert violations(remember_command, remember_req(session_id="s" * 257, content="c", type=res.MEMORY_TYPE_FACT)) == [
+        "session_id"
+    ]
     cmd = remember_command(remember_req(session_id=" sess_abc123 ", content="c", type=res.MEMORY_TYPE_FACT))
     assert cmd.session_id == "sess_abc123"  # well-formed; whether it resolves is a later stage
 
@@ -285,10 +301,24 @@ def test_recall_fresh_defaults():
 
 
 def test_recall_fresh_options():
-    cmd = recall_command(recall_req(query="q", page_size=10, task_context=struct({"OS": "linux"}),
-                                    semantic_context="ctx", evidence_mode=res.EVIDENCE_MODE_FULL))
-    assert (cmd.page_size, cmd.task_context, cmd.semantic_context, cmd.evidence_mode) == (10, {"os": "linux"}, "ctx", "full")
-    assert recall_command(recall_req(query="q", evidence_mode=res.EVIDENCE_MODE_REFERENCES)).evidence_mode == "references"
+    cmd = recall_command(
+        recall_req(
+            query="q",
+            page_size=10,
+            task_context=struct({"OS": "linux"}),
+            semantic_context="ctx",
+            evidence_mode=res.EVIDENCE_MODE_FULL,
+        )
+    )
+    assert (cmd.page_size, cmd.task_context, cmd.semantic_context, cmd.evidence_mode) == (
+        10,
+        {"os": "linux"},
+        "ctx",
+        "full",
+    )
+    assert (
+        recall_command(recall_req(query="q", evidence_mode=res.EVIDENCE_MODE_REFERENCES)).evidence_mode == "references"
+    )
 
 
 def test_recall_continue_from_with_query_checklist_20():
@@ -309,10 +339,17 @@ def test_recall_blank_continue_from_is_absent():
 
 
 def test_recall_continuation_forbids_fresh_fields_each_at_its_path():
-    req = recall_req(continue_from="cur_x", query="q", page_size=3, task_context=struct({"a": 1}),
-                     semantic_context="s", evidence_mode=res.EVIDENCE_MODE_FULL)
+    req = recall_req(
+        continue_from="cur_x",
+        query="q",
+        page_size=3,
+        task_context=struct({"a": 1}),
+        semantic_context="s",
+        evidence_mode=res.EVIDENCE_MODE_FULL,
+    )
     assert sorted(violations(recall_command, req)) == sorted(
-        ["query", "page_size", "task_context", "semantic_context", "evidence_mode"])
+        ["query", "page_size", "task_context", "semantic_context", "evidence_mode"]
+    )
 
 
 def test_recall_continuation_allows_references_or_unspecified():
@@ -340,7 +377,9 @@ def mf(memory_id: str = "sch_1", assessment: int = pb.MEMORY_ASSESSMENT_USED, **
     return pb.MemoryFeedbackEntry(memory_id=memory_id, assessment=assessment, **kw)
 
 
-def pf(procedure_id: str = "proc_sess_0123456789ab", use: int = pb.PROCEDURE_USE_USED, **kw) -> pb.ProcedureFeedbackEntry:
+def pf(
+    procedure_id: str = "proc_sess_0123456789ab", use: int = pb.PROCEDURE_USE_USED, **kw
+) -> pb.ProcedureFeedbackEntry:
     return pb.ProcedureFeedbackEntry(procedure_id=procedure_id, use=use, **kw)
 
 
@@ -350,8 +389,10 @@ def test_feedback_scalar_minimal():
     assert cmd.items == [FeedbackItem("ctx_a1b2c3d4e5f6", [], [], None, [], "partial")]
 
 
-@pytest.mark.parametrize(("coverage", "word"), [(pb.COVERAGE_UNSPECIFIED, "partial"), (pb.COVERAGE_PARTIAL, "partial"),
-                                                (pb.COVERAGE_COMPLETE, "complete")])
+@pytest.mark.parametrize(
+    ("coverage", "word"),
+    [(pb.COVERAGE_UNSPECIFIED, "partial"), (pb.COVERAGE_PARTIAL, "partial"), (pb.COVERAGE_COMPLETE, "complete")],
+)
 def test_feedback_coverage(coverage, word):
     assert feedback_command(pb.FeedbackRequest(retrieval_id="ctx_a", coverage=coverage)).items[0].coverage == word
 
@@ -361,9 +402,11 @@ def test_feedback_undefined_coverage_checklist_65():
 
 
 def test_feedback_seed_example_used_irrelevant():
-    req = pb.FeedbackRequest(retrieval_id="ctx_a1b2c3d4e5f6",
-                             memory_feedback=[mf("sch_42"), mf("sch_17", pb.MEMORY_ASSESSMENT_IRRELEVANT)],
-                             coverage=pb.COVERAGE_COMPLETE)
+    req = pb.FeedbackRequest(
+        retrieval_id="ctx_a1b2c3d4e5f6",
+        memory_feedback=[mf("sch_42"), mf("sch_17", pb.MEMORY_ASSESSMENT_IRRELEVANT)],
+        coverage=pb.COVERAGE_COMPLETE,
+    )
     item = feedback_command(req).items[0]
     assert item.coverage == "complete"
     assert item.memory_feedback == [MemoryEntry("sch_42", "used"), MemoryEntry("sch_17", "irrelevant")]
@@ -372,24 +415,36 @@ def test_feedback_seed_example_used_irrelevant():
 def test_feedback_entry_fields_read_as_words_and_trimmed():
     req = pb.FeedbackRequest(
         retrieval_id="ctx_a",
-        memory_feedback=[mf(" sch_1 ", pb.MEMORY_ASSESSMENT_STALE, stale_reason=pb.STALE_REASON_SUPERSEDED,
-                            replacement_memory_id=" sch_2 ", reason=" newer ", relevance=pb.RELEVANCE_RELEVANT,
-                            effect=res.EFFECT_UNKNOWN)],
-        procedure_feedback=[pf(" proc_x ", pb.PROCEDURE_USE_NOT_USED, effect=res.EFFECT_NO_EFFECT, contribution="  ",
-                               reason=" r ")],
+        memory_feedback=[
+            mf(
+                " sch_1 ",
+                pb.MEMORY_ASSESSMENT_STALE,
+                stale_reason=pb.STALE_REASON_SUPERSEDED,
+                replacement_memory_id=" sch_2 ",
+                reason=" newer ",
+                relevance=pb.RELEVANCE_RELEVANT,
+                effect=res.EFFECT_UNKNOWN,
+            )
+        ],
+        procedure_feedback=[
+            pf(" proc_x ", pb.PROCEDURE_USE_NOT_USED, effect=res.EFFECT_NO_EFFECT, contribution="  ", reason=" r ")
+        ],
         retrieval_quality="  good  ",
         missing=["", " the staging URL ", "   "],
     )
     item = feedback_command(req).items[0]
-    assert item.memory_feedback == [MemoryEntry("sch_1", "stale", "superseded", "sch_2", "newer", "relevant", "unknown")]
+    assert item.memory_feedback == [
+        MemoryEntry("sch_1", "stale", "superseded", "sch_2", "newer", "relevant", "unknown")
+    ]
     assert item.procedure_feedback == [ProcedureEntry("proc_x", "not_used", "no_effect", None, "r")]
     assert item.retrieval_quality == "good"
     assert item.missing == ["the staging URL"]
 
 
 def test_feedback_blank_texts_count_as_absent():
-    req = pb.FeedbackRequest(retrieval_id="ctx_a", retrieval_quality="  ",
-                             memory_feedback=[mf(replacement_memory_id="  ", reason=" ")])
+    req = pb.FeedbackRequest(
+        retrieval_id="ctx_a", retrieval_quality="  ", memory_feedback=[mf(replacement_memory_id="  ", reason=" ")]
+    )
     item = feedback_command(req).items[0]
     assert item.retrieval_quality is None
     assert item.memory_feedback[0].replacement_memory_id is None
@@ -400,8 +455,15 @@ def test_feedback_labels_are_not_checked_here_checklist_65():
     """Undefined or UNSPECIFIED labels become "unspecified" for a per-target rejection; absent stays None."""
     req = pb.FeedbackRequest(
         retrieval_id="ctx_a",
-        memory_feedback=[mf(assessment=99), mf(assessment=pb.MEMORY_ASSESSMENT_UNSPECIFIED,
-                                               stale_reason=pb.STALE_REASON_UNSPECIFIED, relevance=42, effect=77)],
+        memory_feedback=[
+            mf(assessment=99),
+            mf(
+                assessment=pb.MEMORY_ASSESSMENT_UNSPECIFIED,
+                stale_reason=pb.STALE_REASON_UNSPECIFIED,
+                relevance=42,
+                effect=77,
+            ),
+        ],
         procedure_feedback=[pf(use=99, effect=99), pf(use=pb.PROCEDURE_USE_UNSPECIFIED, effect=res.EFFECT_UNSPECIFIED)],
     )
     item = feedback_command(req).items[0]
@@ -430,11 +492,18 @@ def test_feedback_items_with_partial_coverage_ok_checklist_28():
 
 
 def test_feedback_items_with_every_scalar_field_one_violation_each():
-    req = pb.FeedbackRequest(retrieval_id="ctx_a", memory_feedback=[mf()], procedure_feedback=[pf()],
-                             retrieval_quality="", missing=["x"], coverage=pb.COVERAGE_COMPLETE,
-                             items=[pb.FeedbackItem(retrieval_id="ctx_b")])
+    req = pb.FeedbackRequest(
+        retrieval_id="ctx_a",
+        memory_feedback=[mf()],
+        procedure_feedback=[pf()],
+        retrieval_quality="",
+        missing=["x"],
+        coverage=pb.COVERAGE_COMPLETE,
+        items=[pb.FeedbackItem(retrieval_id="ctx_b")],
+    )
     assert sorted(violations(feedback_command, req)) == sorted(
-        ["retrieval_id", "memory_feedback", "procedure_feedback", "retrieval_quality", "missing", "coverage"])
+        ["retrieval_id", "memory_feedback", "procedure_feedback", "retrieval_quality", "missing", "coverage"]
+    )
 
 
 def test_feedback_items_with_an_empty_but_present_retrieval_quality():
@@ -466,29 +535,40 @@ def test_feedback_scalar_entry_rules_are_whole_call_violations():
         retrieval_quality="q" * 4097,
         missing=["ok", "m" * 4097],
     )
-    assert sorted(violations(feedback_command, req)) == sorted([
-        "memory_feedback[1].memory_id", "memory_feedback[2].reason", "procedure_feedback[0].procedure_id",
-        "procedure_feedback[1].contribution", "retrieval_quality", "missing[1]",
-    ])
+    assert sorted(violations(feedback_command, req)) == sorted(
+        [
+            "memory_feedback[1].memory_id",
+            "memory_feedback[2].reason",
+            "procedure_feedback[0].procedure_id",
+            "procedure_feedback[1].contribution",
+            "retrieval_quality",
+            "missing[1]",
+        ]
+    )
 
 
 def test_feedback_list_limits_200():
-    ok = pb.FeedbackRequest(retrieval_id="ctx_a", memory_feedback=[mf(f"sch_{i + 1}") for i in range(200)],
-                            missing=["m"] * 200)
+    ok = pb.FeedbackRequest(
+        retrieval_id="ctx_a", memory_feedback=[mf(f"sch_{i + 1}") for i in range(200)], missing=["m"] * 200
+    )
     assert len(feedback_command(ok).items[0].memory_feedback) == 200
-    assert violations(feedback_command, pb.FeedbackRequest(retrieval_id="ctx_a", memory_feedback=[mf()] * 201)) == \
-        ["memory_feedback"]
-    assert violations(feedback_command, pb.FeedbackRequest(retrieval_id="ctx_a", procedure_feedback=[pf()] * 201)) == \
-        ["procedure_feedback"]
+    assert violations(feedback_command, pb.FeedbackRequest(retrieval_id="ctx_a", memory_feedback=[mf()] * 201)) == [
+        "memory_feedback"
+    ]
+    assert violations(feedback_command, pb.FeedbackRequest(retrieval_id="ctx_a", procedure_feedback=[pf()] * 201)) == [
+        "procedure_feedback"
+    ]
     assert violations(feedback_command, pb.FeedbackRequest(retrieval_id="ctx_a", missing=["m"] * 201)) == ["missing"]
 
 
 def test_feedback_batch_item_errors_fail_only_their_item_checklist_30():
-    req = pb.FeedbackRequest(items=[
-        pb.FeedbackItem(retrieval_id="ctx_a", memory_feedback=[mf("sch_1")], coverage=pb.COVERAGE_COMPLETE),
-        pb.FeedbackItem(retrieval_id="ctx_b", missing=["gap"]),
-        pb.FeedbackItem(retrieval_id="ctx_c", memory_feedback=[mf("")]),
-    ])
+    req = pb.FeedbackRequest(
+        items=[
+            pb.FeedbackItem(retrieval_id="ctx_a", memory_feedback=[mf("sch_1")], coverage=pb.COVERAGE_COMPLETE),
+            pb.FeedbackItem(retrieval_id="ctx_b", missing=["gap"]),
+            pb.FeedbackItem(retrieval_id="ctx_c", memory_feedback=[mf("")]),
+        ]
+    )
     cmd = feedback_command(req)
     assert cmd.batch is True
     first, second, third = cmd.items
@@ -500,17 +580,24 @@ def test_feedback_batch_item_errors_fail_only_their_item_checklist_30():
 
 
 def test_feedback_batch_item_own_rules():
-    req = pb.FeedbackRequest(items=[
-        pb.FeedbackItem(retrieval_id="  "),
-        pb.FeedbackItem(memory_feedback=[mf()]),
-        pb.FeedbackItem(retrieval_id="ctx_c", coverage=7),
-        pb.FeedbackItem(retrieval_id="ctx_d", memory_feedback=[mf()] * 201),
-        pb.FeedbackItem(retrieval_id="ctx_e", missing=["x" * 4097], procedure_feedback=[pf(" ")]),
-        pb.FeedbackItem(retrieval_id="ctx_f", memory_feedback=[mf(assessment=99)]),  # a per-target matter
-    ])
+    req = pb.FeedbackRequest(
+        items=[
+            pb.FeedbackItem(retrieval_id="  "),
+            pb.FeedbackItem(memory_feedback=[mf()]),
+            pb.FeedbackItem(retrieval_id="ctx_c", coverage=7),
+            pb.FeedbackItem(retrieval_id="ctx_d", memory_feedback=[mf()] * 201),
+            pb.FeedbackItem(retrieval_id="ctx_e", missing=["x" * 4097], procedure_feedback=[pf(" ")]),
+            pb.FeedbackItem(retrieval_id="ctx_f", memory_feedback=[mf(assessment=99)]),  # a per-target matter
+        ]
+    )
     errors = feedback_command(req).items
-    expected = [["items[0].retrieval_id"], ["items[1].retrieval_id"], ["items[2].coverage"],
-                ["items[3].memory_feedback"], ["items[4].missing[0]", "items[4].procedure_feedback[0].procedure_id"]]
+    expected = [
+        ["items[0].retrieval_id"],
+        ["items[1].retrieval_id"],
+        ["items[2].coverage"],
+        ["items[3].memory_feedback"],
+        ["items[4].missing[0]", "items[4].procedure_feedback[0].procedure_id"],
+    ]
     for err, paths in zip(errors, expected):
         assert isinstance(err, ItemError), err
         assert err.code == "invalid_input" and err.retryable is False
@@ -538,10 +625,19 @@ def commit_req(**kw) -> pb.CommitRequest:
 
 
 def test_commit_minimal():
-    cmd = commit_command(commit_req(final_goal=" Goal ", outcome_summary=" Done. ",
-                                    verification=verification(summary=" ok ", evidence_refs=["", " ci-1 ", " "])))
-    assert (cmd.session_id, cmd.final_goal, cmd.outcome, cmd.outcome_summary) == \
-        ("sess_0123456789ab", "Goal", "success", "Done.")
+    cmd = commit_command(
+        commit_req(
+            final_goal=" Goal ",
+            outcome_summary=" Done. ",
+            verification=verification(summary=" ok ", evidence_refs=["", " ci-1 ", " "]),
+        )
+    )
+    assert (cmd.session_id, cmd.final_goal, cmd.outcome, cmd.outcome_summary) == (
+        "sess_0123456789ab",
+        "Goal",
+        "success",
+        "Done.",
+    )
     assert (cmd.verification_status, cmd.verification_summary, cmd.evidence_refs) == ("verified", "ok", ["ci-1"])
     assert cmd.procedure is None
     assert cmd.trajectory == []
@@ -552,10 +648,12 @@ def test_commit_evidence_refs_blank_dropped_checklist_63():
 
 
 def test_commit_four_violations_at_once_checklist_15():
-    req = commit_req(outcome=res.OUTCOME_UNSPECIFIED, final_goal=" ", outcome_summary="",
-                     verification=verification(summary="  "))
+    req = commit_req(
+        outcome=res.OUTCOME_UNSPECIFIED, final_goal=" ", outcome_summary="", verification=verification(summary="  ")
+    )
     assert sorted(violations(commit_command, req)) == sorted(
-        ["outcome", "final_goal", "outcome_summary", "verification.summary"])
+        ["outcome", "final_goal", "outcome_summary", "verification.summary"]
+    )
 
 
 @pytest.mark.parametrize("outcome", [res.OUTCOME_UNKNOWN, res.OUTCOME_UNSPECIFIED, 99])
@@ -563,8 +661,10 @@ def test_commit_outcome_rejected(outcome):
     assert violations(commit_command, commit_req(outcome=outcome)) == ["outcome"]
 
 
-@pytest.mark.parametrize(("outcome", "word"), [(res.OUTCOME_SUCCESS, "success"), (res.OUTCOME_PARTIAL, "partial"),
-                                               (res.OUTCOME_FAILURE, "failure")])
+@pytest.mark.parametrize(
+    ("outcome", "word"),
+    [(res.OUTCOME_SUCCESS, "success"), (res.OUTCOME_PARTIAL, "partial"), (res.OUTCOME_FAILURE, "failure")],
+)
 def test_commit_outcome_words(outcome, word):
     assert commit_command(commit_req(outcome=outcome)).outcome == word
 
@@ -588,12 +688,15 @@ def test_commit_verification_missing_is_a_violation():
 def test_commit_text_limits():
     assert violations(commit_command, commit_req(final_goal="g" * 4097)) == ["final_goal"]
     assert violations(commit_command, commit_req(outcome_summary="s" * 4097)) == ["outcome_summary"]
-    assert violations(commit_command, commit_req(verification=verification(summary="v" * 4097))) == \
-        ["verification.summary"]
-    assert violations(commit_command, commit_req(verification=verification(evidence_refs=["ok", "e" * 4097]))) == \
-        ["verification.evidence_refs[1]"]
-    assert violations(commit_command, commit_req(verification=verification(evidence_refs=["e"] * 201))) == \
-        ["verification.evidence_refs"]
+    assert violations(commit_command, commit_req(verification=verification(summary="v" * 4097))) == [
+        "verification.summary"
+    ]
+    assert violations(commit_command, commit_req(verification=verification(evidence_refs=["ok", "e" * 4097]))) == [
+        "verification.evidence_refs[1]"
+    ]
+    assert violations(commit_command, commit_req(verification=verification(evidence_refs=["e"] * 201))) == [
+        "verification.evidence_refs"
+    ]
 
 
 def test_commit_session_id_is_not_a_shape_error_checklist_16():
@@ -606,14 +709,23 @@ def test_commit_session_id_is_not_a_shape_error_checklist_16():
 
 def test_commit_procedure_without_summary_or_steps_checklist_49():
     assert violations(commit_command, commit_req(procedure=pb.CommitProcedure(goal="g"))) == ["procedure"]
-    assert violations(commit_command, commit_req(procedure=pb.CommitProcedure(summary="  ", steps=["", " "]))) == \
-        ["procedure"]
+    assert violations(commit_command, commit_req(procedure=pb.CommitProcedure(summary="  ", steps=["", " "]))) == [
+        "procedure"
+    ]
 
 
 def test_commit_procedure_only_summary_or_only_steps_checklist_49():
     p = commit_command(commit_req(procedure=pb.CommitProcedure(summary=" Build and deploy "))).procedure
-    assert (p.goal, p.summary, p.steps, p.caveats, p.context) == ("Fix the double-close race", "Build and deploy", [], [], {})
-    p = commit_command(commit_req(procedure=pb.CommitProcedure(steps=[" one ", "", "two"], caveats=[" c ", " "]))).procedure
+    assert (p.goal, p.summary, p.steps, p.caveats, p.context) == (
+        "Fix the double-close race",
+        "Build and deploy",
+        [],
+        [],
+        {},
+    )
+    p = commit_command(
+        commit_req(procedure=pb.CommitProcedure(steps=[" one ", "", "two"], caveats=[" c ", " "]))
+    ).procedure
     assert (p.summary, p.steps, p.caveats) == ("", ["one", "two"], ["c"])
 
 
@@ -649,14 +761,18 @@ def test_commit_procedure_context_depth_9_checklist_44():
 
 
 def test_commit_procedure_limits():
-    assert violations(commit_command, commit_req(procedure=pb.CommitProcedure(summary="s", steps=["x"] * 201))) == \
-        ["procedure.steps"]
-    assert violations(commit_command, commit_req(procedure=pb.CommitProcedure(summary="s", caveats=["ok", "c" * 4097]))) \
-        == ["procedure.caveats[1]"]
-    assert violations(commit_command, commit_req(procedure=pb.CommitProcedure(goal="g" * 4097, summary="s"))) == \
-        ["procedure.goal"]
-    assert violations(commit_command, commit_req(procedure=pb.CommitProcedure(summary="s" * 4097, steps=["a"]))) == \
-        ["procedure.summary"]
+    assert violations(commit_command, commit_req(procedure=pb.CommitProcedure(summary="s", steps=["x"] * 201))) == [
+        "procedure.steps"
+    ]
+    assert violations(
+        commit_command, commit_req(procedure=pb.CommitProcedure(summary="s", caveats=["ok", "c" * 4097]))
+    ) == ["procedure.caveats[1]"]
+    assert violations(commit_command, commit_req(procedure=pb.CommitProcedure(goal="g" * 4097, summary="s"))) == [
+        "procedure.goal"
+    ]
+    assert violations(commit_command, commit_req(procedure=pb.CommitProcedure(summary="s" * 4097, steps=["a"]))) == [
+        "procedure.summary"
+    ]
 
 
 # --------------------------------------------------------------------------- trajectory
@@ -685,24 +801,31 @@ def test_commit_trajectory_summary_limit_is_characters():
 
 
 def test_commit_trajectory_entry_rules():
-    req = commit_req(trajectory=[
-        entry("  "),
-        entry("ok", kind=pb.TRAJECTORY_KIND_UNSPECIFIED),
-        entry("ok", status=99),
-        entry("ok", kind=7),
-    ])
+    req = commit_req(
+        trajectory=[
+            entry("  "),
+            entry("ok", kind=pb.TRAJECTORY_KIND_UNSPECIFIED),
+            entry("ok", status=99),
+            entry("ok", kind=7),
+        ]
+    )
     assert sorted(violations(commit_command, req)) == sorted(
-        ["trajectory[0].summary", "trajectory[1].kind", "trajectory[2].status", "trajectory[3].kind"])
+        ["trajectory[0].summary", "trajectory[1].kind", "trajectory[2].status", "trajectory[3].kind"]
+    )
 
 
 def test_commit_trajectory_defaults_and_trimming():
-    cmd = commit_command(commit_req(trajectory=[
-        entry("  Reviewed the log.  ", pb.TRAJECTORY_KIND_ACTION, pb.TRAJECTORY_STATUS_SUCCEEDED),
-        entry("Saw the failure", pb.TRAJECTORY_KIND_OBSERVATION),  # missing status → unknown
-        entry("x", status=pb.TRAJECTORY_STATUS_STARTED),
-        entry("y", status=pb.TRAJECTORY_STATUS_FAILED),
-        entry("z", status=pb.TRAJECTORY_STATUS_UNKNOWN),
-    ]))
+    cmd = commit_command(
+        commit_req(
+            trajectory=[
+                entry("  Reviewed the log.  ", pb.TRAJECTORY_KIND_ACTION, pb.TRAJECTORY_STATUS_SUCCEEDED),
+                entry("Saw the failure", pb.TRAJECTORY_KIND_OBSERVATION),  # missing status → unknown
+                entry("x", status=pb.TRAJECTORY_STATUS_STARTED),
+                entry("y", status=pb.TRAJECTORY_STATUS_FAILED),
+                entry("z", status=pb.TRAJECTORY_STATUS_UNKNOWN),
+            ]
+        )
+    )
     assert [(s.kind, s.summary, s.status) for s in cmd.trajectory] == [
         ("action", "Reviewed the log.", "succeeded"),
         ("observation", "Saw the failure", "unknown"),
@@ -713,7 +836,9 @@ def test_commit_trajectory_defaults_and_trimming():
 
 
 def test_commit_validation_reports_everything_at_once():
-    req = commit_req(final_goal="", outcome=99, procedure=pb.CommitProcedure(),
-                     trajectory=[entry("x" * 1001)] + [entry()] * 32)
+    req = commit_req(
+        final_goal="", outcome=99, procedure=pb.CommitProcedure(), trajectory=[entry("x" * 1001)] + [entry()] * 32
+    )
     assert sorted(violations(commit_command, req)) == sorted(
-        ["final_goal", "outcome", "procedure", "trajectory", "trajectory[0].summary"])
+        ["final_goal", "outcome", "procedure", "trajectory", "trajectory[0].summary"]
+    )

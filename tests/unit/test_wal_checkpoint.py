@@ -1,4 +1,5 @@
 """SQLite's write-ahead log is copied back off the request path, and stays small (WalCheckpointer)."""
+
 from __future__ import annotations
 
 import os
@@ -59,6 +60,7 @@ def test_a_checkpoint_copies_the_log_and_the_next_write_starts_it_afresh(db: Dat
 def test_the_background_checkpointer_keeps_up_with_writes_and_stops(db: Database) -> None:
     checkpointer = db.background_checkpoints(interval=0.05)
     try:
+
         def written_and_checkpointed() -> bool:
             _write(db, 2)  # an idle store is left alone, so keep writing while waiting
             return checkpointer.checkpoints >= 2

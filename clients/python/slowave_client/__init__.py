@@ -8,6 +8,7 @@ Modules: `client` / `aio` (the clients), `results` (what calls return), `errors`
 `retry` (which failures are retried, and how), `connection` (TLS, API key), `values` (plain values ↔
 protobuf), `calls` (one prepared request per RPC), `cli` (the `slowave` command).
 """
+
 from __future__ import annotations
 
 from slowave_client.aio import AsyncClient
@@ -34,8 +35,27 @@ from slowave_client.errors import (
 from slowave_client.retry import NO_RETRIES, RetryEvent, RetryPolicy
 
 __all__ = [
-    "AsyncClient", "Cancelled", "Client", "DeadlineExceeded", "FailedPrecondition", "FieldViolation",
-    "IncompleteFeedbackError", "InternalError", "InvalidArgument", "InvalidRequest", "NO_RETRIES", "NotFound",
-    "OutstandingRetrieval", "PermissionDenied", "ResourceExhausted", "RetryEvent", "RetryPolicy", "SlowaveError",
-    "TlsConfig", "Unauthenticated", "Unavailable", "Unimplemented", "open_channel",
+    "AsyncClient",
+    "Cancelled",
+    "Client",
+    "DeadlineExceeded",
+    "FailedPrecondition",
+    "FieldViolation",
+    "IncompleteFeedbackError",
+    "InternalError",
+    "InvalidArgument",
+    "InvalidRequest",
+    "NO_RETRIES",
+    "NotFound",
+    "OutstandingRetrieval",
+    "PermissionDenied",
+    "ResourceExhausted",
+    "RetryEvent",
+    "RetryPolicy",
+    "SlowaveError",
+    "TlsConfig",
+    "Unauthenticated",
+    "Unavailable",
+    "Unimplemented",
+    "open_channel",
 ]

@@ -3,6 +3,7 @@
 Shared by the blocking and the asyncio client, which differ only in how they send. Keyword names are
 the protobuf field names, so `prepare("Recall", {...})` and `recall(**{...})` take the same keys.
 """
+
 from __future__ import annotations
 
 import typing
@@ -106,34 +107,72 @@ def _fields(**values: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
 
-def activate(task: str, initial_goal: str, scope: str, *, page_size: int | None = None,
-             continuity_id: str | None = None, task_context: Mapping[str, Any] | None = None,
-             semantic_context: str | None = None) -> PreparedCall[ActivateResult]:
-    return prepare("Activate", _fields(task=task, initial_goal=initial_goal, scope=scope, page_size=page_size,
-                                       continuity_id=continuity_id, task_context=task_context,
-                                       semantic_context=semantic_context))
+def activate(
+    task: str,
+    initial_goal: str,
+    scope: str,
+    *,
+    page_size: int | None = None,
+    continuity_id: str | None = None,
+    task_context: Mapping[str, Any] | None = None,
+    semantic_context: str | None = None,
+) -> PreparedCall[ActivateResult]:
+    return prepare(
+        "Activate",
+        _fields(
+            task=task,
+            initial_goal=initial_goal,
+            scope=scope,
+            page_size=page_size,
+            continuity_id=continuity_id,
+            task_context=task_context,
+            semantic_context=semantic_context,
+        ),
+    )
 
 
-def remember(session_id: str, scope: str, content: str, type: Enum, *,
-             occurred_at: Time | None = None) -> PreparedCall[RememberResult]:
-    return prepare("Remember", _fields(session_id=session_id, scope=scope, content=content, type=type,
-                                       occurred_at=occurred_at))
+def remember(
+    session_id: str, scope: str, content: str, type: Enum, *, occurred_at: Time | None = None
+) -> PreparedCall[RememberResult]:
+    return prepare(
+        "Remember", _fields(session_id=session_id, scope=scope, content=content, type=type, occurred_at=occurred_at)
+    )
 
 
-def remember_batch(session_id: str, scope: str,
-                   memories: Iterable[RememberItemInput | tuple[str, Enum] | Message],
-                   ) -> PreparedCall[list[RememberItemResult]]:
+def remember_batch(
+    session_id: str,
+    scope: str,
+    memories: Iterable[RememberItemInput | tuple[str, Enum] | Message],
+) -> PreparedCall[list[RememberItemResult]]:
     """`memories`: dicts, protobuf RememberItems, or `(content, type)` pairs."""
     items = [{"content": m[0], "type": m[1]} if isinstance(m, tuple) else m for m in memories]
     return prepare("Remember", {"session_id": session_id, "scope": scope, "memories": items})
 
 
-def recall(session_id: str, scope: str, query: str | None = None, *, page_size: int | None = None,
-           task_context: Mapping[str, Any] | None = None, semantic_context: str | None = None,
-           evidence_mode: Enum | None = None, continue_from: str | None = None) -> PreparedCall[RecallResult]:
-    return prepare("Recall", _fields(session_id=session_id, scope=scope, query=query, page_size=page_size,
-                                     task_context=task_context, semantic_context=semantic_context,
-                                     evidence_mode=evidence_mode, continue_from=continue_from))
+def recall(
+    session_id: str,
+    scope: str,
+    query: str | None = None,
+    *,
+    page_size: int | None = None,
+    task_context: Mapping[str, Any] | None = None,
+    semantic_context: str | None = None,
+    evidence_mode: Enum | None = None,
+    continue_from: str | None = None,
+) -> PreparedCall[RecallResult]:
+    return prepare(
+        "Recall",
+        _fields(
+            session_id=session_id,
+            scope=scope,
+            query=query,
+            page_size=page_size,
+            task_context=task_context,
+            semantic_context=semantic_context,
+            evidence_mode=evidence_mode,
+            continue_from=continue_from,
+        ),
+    )
 
 
 MemoryFeedback = Mapping[str, Enum] | Iterable[MemoryFeedbackInput | Message]
@@ -148,14 +187,26 @@ def memory_entries(memory_feedback: MemoryFeedback | None) -> list[Any] | None:
     return list(memory_feedback)
 
 
-def feedback(retrieval_id: str, memory_feedback: MemoryFeedback | None = None,
-             procedure_feedback: Iterable[ProcedureFeedbackInput | Message] | None = None, *,
-             coverage: Enum | None = None, retrieval_quality: str | None = None,
-             missing: Iterable[str] | None = None) -> PreparedCall[FeedbackRecord]:
-    return prepare("Feedback", _fields(
-        retrieval_id=retrieval_id, memory_feedback=memory_entries(memory_feedback),
-        procedure_feedback=None if procedure_feedback is None else list(procedure_feedback),
-        coverage=coverage, retrieval_quality=retrieval_quality, missing=None if missing is None else list(missing)))
+def feedback(
+    retrieval_id: str,
+    memory_feedback: MemoryFeedback | None = None,
+    procedure_feedback: Iterable[ProcedureFeedbackInput | Message] | None = None,
+    *,
+    coverage: Enum | None = None,
+    retrieval_quality: str | None = None,
+    missing: Iterable[str] | None = None,
+) -> PreparedCall[FeedbackRecord]:
+    return prepare(
+        "Feedback",
+        _fields(
+            retrieval_id=retrieval_id,
+            memory_feedback=memory_entries(memory_feedback),
+            procedure_feedback=None if procedure_feedback is None else list(procedure_feedback),
+            coverage=coverage,
+            retrieval_quality=retrieval_quality,
+            missing=None if missing is None else list(missing),
+        ),
+    )
 
 
 def feedback_batch(items: Iterable[FeedbackItemInput | Message]) -> PreparedCall[list[FeedbackItemResult]]:
@@ -168,17 +219,38 @@ def feedback_batch(items: Iterable[FeedbackItemInput | Message]) -> PreparedCall
     return prepare("Feedback", {"items": converted})
 
 
-def commit(session_id: str, final_goal: str, outcome: Enum, outcome_summary: str,
-           verification: VerificationInput | Message, *, procedure: ProcedureInput | Message | None = None,
-           trajectory: Iterable[TrajectoryEntryInput | Message] | None = None) -> PreparedCall[CommitResult]:
-    return prepare("Commit", _fields(session_id=session_id, final_goal=final_goal, outcome=outcome,
-                                     outcome_summary=outcome_summary, verification=verification,
-                                     procedure=procedure, trajectory=None if trajectory is None else list(trajectory)))
+def commit(
+    session_id: str,
+    final_goal: str,
+    outcome: Enum,
+    outcome_summary: str,
+    verification: VerificationInput | Message,
+    *,
+    procedure: ProcedureInput | Message | None = None,
+    trajectory: Iterable[TrajectoryEntryInput | Message] | None = None,
+) -> PreparedCall[CommitResult]:
+    return prepare(
+        "Commit",
+        _fields(
+            session_id=session_id,
+            final_goal=final_goal,
+            outcome=outcome,
+            outcome_summary=outcome_summary,
+            verification=verification,
+            procedure=procedure,
+            trajectory=None if trajectory is None else list(trajectory),
+        ),
+    )
 
 
 def health(service: str = "") -> PreparedCall[str]:
     """The gRPC health protocol: `serving`, `not_serving`, `unknown` (`service_unknown` is handled by
     the clients, since the protocol reports it as NOT_FOUND)."""
     status_enum = health_pb2.HealthCheckResponse.DESCRIPTOR.enum_types_by_name["ServingStatus"]
-    return PreparedCall(HEALTH_CHECK, health_pb2.HealthCheckRequest(service=service), health_pb2.HealthCheckResponse,
-                        lambda r: enum_name(status_enum, r.status), idempotent=True)
+    return PreparedCall(
+        HEALTH_CHECK,
+        health_pb2.HealthCheckRequest(service=service),
+        health_pb2.HealthCheckResponse,
+        lambda r: enum_name(status_enum, r.status),
+        idempotent=True,
+    )

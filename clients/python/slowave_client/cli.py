@@ -12,6 +12,7 @@ names, enums as seed names: the SDK's `Client.call` format); flags override the 
 Results print as JSON, or with `--format table` as text for people. Failures print
 `{"error": {...}}` to stderr and exit with a code from EXIT_CODES.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,14 +36,14 @@ HEALTH_TIMEOUT = 5.0
 
 EXIT_CODES = {
     "ok": 0,
-    "failure": 1,             # anything not below: INTERNAL, UNKNOWN…; `health`: not SERVING
-    "usage": 2,               # bad flags, unreadable or malformed --json document
-    "invalid_input": 3,       # INVALID_ARGUMENT, from the server or found before sending
-    "not_found": 4,           # NOT_FOUND: unknown session, cursor or retrieval
+    "failure": 1,  # anything not below: INTERNAL, UNKNOWN…; `health`: not SERVING
+    "usage": 2,  # bad flags, unreadable or malformed --json document
+    "invalid_input": 3,  # INVALID_ARGUMENT, from the server or found before sending
+    "not_found": 4,  # NOT_FOUND: unknown session, cursor or retrieval
     "failed_precondition": 5,  # session ended, scope mismatch
     "incomplete_feedback": 6,  # Commit refused by the feedback gate: send the outstanding feedback
-    "auth": 7,                # UNAUTHENTICATED, PERMISSION_DENIED
-    "unavailable": 8,         # UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, CANCELLED: try later
+    "auth": 7,  # UNAUTHENTICATED, PERMISSION_DENIED
+    "unavailable": 8,  # UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, CANCELLED: try later
 }
 
 _EXIT_BY_STATUS = {
@@ -77,27 +78,55 @@ def _connection_options(parser: argparse.ArgumentParser, defaults: bool) -> None
     d = (lambda value: value) if defaults else (lambda _value: argparse.SUPPRESS)
     env = os.environ
     g = parser.add_argument_group("connection")
-    g.add_argument("--target", default=d(env.get("SLOWAVE_TARGET") or DEFAULT_TARGET),
-                   help=f"host:port of the server (env SLOWAVE_TARGET, default {DEFAULT_TARGET})")
-    g.add_argument("--api-key", default=d(env.get("SLOWAVE_API_KEY")),
-                   help="API key, sent as `authorization: Bearer <key>` (env SLOWAVE_API_KEY)")
+    g.add_argument(
+        "--target",
+        default=d(env.get("SLOWAVE_TARGET") or DEFAULT_TARGET),
+        help=f"host:port of the server (env SLOWAVE_TARGET, default {DEFAULT_TARGET})",
+    )
+    g.add_argument(
+        "--api-key",
+        default=d(env.get("SLOWAVE_API_KEY")),
+        help="API key, sent as `authorization: Bearer <key>` (env SLOWAVE_API_KEY)",
+    )
     g.add_argument("--tls", action="store_true", default=d(False), help="use TLS with the system's trusted roots")
-    g.add_argument("--tls-ca", default=d(None), metavar="FILE", help="PEM roots for the server certificate (implies TLS)")
+    g.add_argument(
+        "--tls-ca", default=d(None), metavar="FILE", help="PEM roots for the server certificate (implies TLS)"
+    )
     g.add_argument("--tls-cert", default=d(None), metavar="FILE", help="PEM client certificate for mutual TLS")
     g.add_argument("--tls-key", default=d(None), metavar="FILE", help="PEM private key of --tls-cert")
-    g.add_argument("--tls-server-name", default=d(None), metavar="NAME",
-                   help="name expected in the server certificate, when it differs from the target host")
-    g.add_argument("--timeout", type=float, default=d(None), metavar="SECONDS",
-                   help=f"deadline of the call, retries included (default {DEFAULT_TIMEOUT:g}; health {HEALTH_TIMEOUT:g})")
-    g.add_argument("--max-attempts", type=int, default=d(None), metavar="N",
-                   help="attempts for calls safe to retry on UNAVAILABLE (default 5; health 1)")
-    g.add_argument("--format", choices=("json", "table"), default=d("json"),
-                   help="output: JSON (default) or a table for people")
+    g.add_argument(
+        "--tls-server-name",
+        default=d(None),
+        metavar="NAME",
+        help="name expected in the server certificate, when it differs from the target host",
+    )
+    g.add_argument(
+        "--timeout",
+        type=float,
+        default=d(None),
+        metavar="SECONDS",
+        help=f"deadline of the call, retries included (default {DEFAULT_TIMEOUT:g}; health {HEALTH_TIMEOUT:g})",
+    )
+    g.add_argument(
+        "--max-attempts",
+        type=int,
+        default=d(None),
+        metavar="N",
+        help="attempts for calls safe to retry on UNAVAILABLE (default 5; health 1)",
+    )
+    g.add_argument(
+        "--format", choices=("json", "table"), default=d("json"), help="output: JSON (default) or a table for people"
+    )
 
 
 def _json_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", dest="json_doc", metavar="DOC", default=None,
-                        help="the whole request as JSON: inline, @FILE, or - for stdin; flags override its keys")
+    parser.add_argument(
+        "--json",
+        dest="json_doc",
+        metavar="DOC",
+        default=None,
+        help="the whole request as JSON: inline, @FILE, or - for stdin; flags override its keys",
+    )
 
 
 def _field(parser: argparse.ArgumentParser, *flags: str, dest: str, **kw: Any) -> None:
@@ -106,8 +135,11 @@ def _field(parser: argparse.ArgumentParser, *flags: str, dest: str, **kw: Any) -
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="slowave", description="Slowave MemoryService client.",
-                     epilog="Exit codes: " + ", ".join(f"{v} {k}" for k, v in EXIT_CODES.items()))
+    parser = _Parser(
+        prog="slowave",
+        description="Slowave MemoryService client.",
+        epilog="Exit codes: " + ", ".join(f"{v} {k}" for k, v in EXIT_CODES.items()),
+    )
     _connection_options(parser, defaults=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
@@ -126,8 +158,15 @@ def build_parser() -> argparse.ArgumentParser:
     _field(p, "--scope", dest="scope", help="kind:id, e.g. project:my-repo")
     _field(p, "--page-size", dest="page_size", type=int, help="memories per page, 1..10")
     _field(p, "--continuity-id", dest="continuity_id", help="token from an earlier Activate of the conversation")
-    _field(p, "--context", "--task-context", dest="task_context", type=_json_object, metavar="JSON",
-           help="task context as a JSON object (or @FILE)")
+    _field(
+        p,
+        "--context",
+        "--task-context",
+        dest="task_context",
+        type=_json_object,
+        metavar="JSON",
+        help="task context as a JSON object (or @FILE)",
+    )
     _field(p, "--semantic-context", dest="semantic_context", help="clarifies the information need")
 
     p = command("remember", "Store a durable claim (batch: --json with `memories`).")
@@ -135,8 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     _field(p, "--session", "--session-id", dest="session_id", help="the session from activate")
     _field(p, "--scope", dest="scope", help="the session's scope")
     _field(p, "--content", dest="content", help="the claim, meaningful without context")
-    _field(p, "--type", dest="type", help="fact, preference, decision, constraint, instruction, lesson, warning, "
-                                          "open_question, task, artifact")
+    _field(
+        p,
+        "--type",
+        dest="type",
+        help="fact, preference, decision, constraint, instruction, lesson, warning, open_question, task, artifact",
+    )
     _field(p, "--occurred-at", dest="occurred_at", metavar="RFC3339", help="when the fact was observed")
 
     p = command("recall", "Look something up mid-task (--query), or read the next page (--continue-from).")
@@ -145,8 +188,15 @@ def build_parser() -> argparse.ArgumentParser:
     _field(p, "--scope", dest="scope", help="the session's scope")
     _field(p, "--query", dest="query", help="the lookup (fresh mode)")
     _field(p, "--page-size", dest="page_size", type=int, help="memories per page, 1..10")
-    _field(p, "--context", "--task-context", dest="task_context", type=_json_object, metavar="JSON",
-           help="task context to merge, as a JSON object (or @FILE)")
+    _field(
+        p,
+        "--context",
+        "--task-context",
+        dest="task_context",
+        type=_json_object,
+        metavar="JSON",
+        help="task context to merge, as a JSON object (or @FILE)",
+    )
     _field(p, "--semantic-context", dest="semantic_context", help="clarifies the query")
     _field(p, "--evidence", "--evidence-mode", dest="evidence_mode", help="references (default) or full")
     _field(p, "--continue-from", dest="continue_from", help="cursor of the next page")
@@ -154,12 +204,26 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("feedback", "Assess what a retrieval exposed (batch: --json with `items`).")
     _json_option(p)
     _field(p, "--retrieval", "--retrieval-id", dest="retrieval_id", help="ctx_… or rec_… id")
-    p.add_argument("--memory", dest="memories", action="append", default=[], metavar="ID=ASSESSMENT",
-                   help="e.g. sch_1=used, sch_2=irrelevant (repeatable; richer entries via --json)")
-    _field(p, "--coverage", dest="coverage", help="partial (default) or complete: complete covers everything unmentioned")
+    p.add_argument(
+        "--memory",
+        dest="memories",
+        action="append",
+        default=[],
+        metavar="ID=ASSESSMENT",
+        help="e.g. sch_1=used, sch_2=irrelevant (repeatable; richer entries via --json)",
+    )
+    _field(
+        p, "--coverage", dest="coverage", help="partial (default) or complete: complete covers everything unmentioned"
+    )
     _field(p, "--quality", "--retrieval-quality", dest="retrieval_quality", help="free text about the whole result")
-    p.add_argument("--missing", dest="missing", action="append", default=[], metavar="TEXT",
-                   help="knowledge expected but absent (repeatable)")
+    p.add_argument(
+        "--missing",
+        dest="missing",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="knowledge expected but absent (repeatable)",
+    )
 
     p = command("commit", "Close the task with its outcome (procedure and trajectory: --json).")
     _json_option(p)
@@ -167,11 +231,18 @@ def build_parser() -> argparse.ArgumentParser:
     _field(p, "--final-goal", dest="final_goal", help="the goal as understood at the end")
     _field(p, "--outcome", dest="outcome", help="success, partial or failure")
     _field(p, "--summary", "--outcome-summary", dest="outcome_summary", help="a standalone sentence on what happened")
-    p.add_argument("--verification", dest="verification_status", default=None,
-                   help="verified, partially_verified or unverified")
+    p.add_argument(
+        "--verification", dest="verification_status", default=None, help="verified, partially_verified or unverified"
+    )
     p.add_argument("--verification-summary", default=None, help="what verification was done and what it showed")
-    p.add_argument("--evidence-ref", dest="evidence_refs", action="append", default=[], metavar="REF",
-                   help="test-run id, CI URL, log file (repeatable)")
+    p.add_argument(
+        "--evidence-ref",
+        dest="evidence_refs",
+        action="append",
+        default=[],
+        metavar="REF",
+        help="test-run id, CI URL, log file (repeatable)",
+    )
     return parser
 
 
@@ -201,7 +272,7 @@ def request_of(args: argparse.Namespace) -> dict[str, Any]:
     request = _json_object(args.json_doc) if args.json_doc is not None else {}
     for key, value in vars(args).items():
         if key.startswith("field:"):
-            request[key[len("field:"):]] = value
+            request[key[len("field:") :]] = value
     if args.command == "feedback":
         entries = []
         for spec in args.memories:
@@ -214,8 +285,15 @@ def request_of(args: argparse.Namespace) -> dict[str, Any]:
         if args.missing:
             request["missing"] = [*request.get("missing", []), *args.missing]
     if args.command == "commit":
-        flags = {k: v for k, v in (("status", args.verification_status), ("summary", args.verification_summary),
-                                   ("evidence_refs", args.evidence_refs or None)) if v is not None}
+        flags = {
+            k: v
+            for k, v in (
+                ("status", args.verification_status),
+                ("summary", args.verification_summary),
+                ("evidence_refs", args.evidence_refs or None),
+            )
+            if v is not None
+        }
         if flags:
             base = request.get("verification")
             request["verification"] = {**(base if isinstance(base, dict) else {}), **flags}
@@ -226,9 +304,13 @@ def request_of(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _error_object(error: SlowaveError) -> dict[str, Any]:
-    body: dict[str, Any] = {"status": error.status.name if error.status is not None else None,
-                            "code": error.code, "reason": error.reason, "message": error.message,
-                            "retryable": error.retryable}
+    body: dict[str, Any] = {
+        "status": error.status.name if error.status is not None else None,
+        "code": error.code,
+        "reason": error.reason,
+        "message": error.message,
+        "retryable": error.retryable,
+    }
     if error.field_violations:
         body["field_errors"] = [{"path": v.field, "message": v.description} for v in error.field_violations]
     if isinstance(error, IncompleteFeedbackError):
@@ -261,8 +343,9 @@ def _render(result: Any, fmt: str) -> str:
 def _client(args: argparse.Namespace) -> Client:
     tls: TlsConfig | bool | None = None
     if args.tls_ca or args.tls_cert or args.tls_key or args.tls_server_name:
-        tls = TlsConfig(ca_file=args.tls_ca, cert_file=args.tls_cert, key_file=args.tls_key,
-                        server_name=args.tls_server_name)
+        tls = TlsConfig(
+            ca_file=args.tls_ca, cert_file=args.tls_cert, key_file=args.tls_key, server_name=args.tls_server_name
+        )
     elif args.tls:
         tls = True
     health = args.command == "health"
@@ -292,6 +375,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
 
     def fail(body: dict[str, Any]) -> None:
         err.write(json.dumps(body, ensure_ascii=False) + "\n")
+
     try:
         args = build_parser().parse_args(argv)
         return _run(args, out)

@@ -1,4 +1,5 @@
 """Connection set-up in one place: plaintext or TLS (optionally mutual), and the API-key metadata."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -41,8 +42,9 @@ def _read(path: str | Path | None) -> bytes | None:
 def channel_credentials(tls: TlsConfig) -> grpc.ChannelCredentials:
     """The credentials `tls` describes; files are read now, so a missing file fails here, not on the
     first call."""
-    return grpc.ssl_channel_credentials(root_certificates=_read(tls.ca_file), private_key=_read(tls.key_file),
-                                        certificate_chain=_read(tls.cert_file))
+    return grpc.ssl_channel_credentials(
+        root_certificates=_read(tls.ca_file), private_key=_read(tls.key_file), certificate_chain=_read(tls.cert_file)
+    )
 
 
 def channel_options(tls: TlsConfig | None, options: Sequence[tuple[str, Any]] = ()) -> list[tuple[str, Any]]:
@@ -60,22 +62,41 @@ def _tls(tls: TlsConfig | bool | None) -> TlsConfig | None:
 
 
 @overload
-def open_channel(target: str = ..., *, tls: TlsConfig | bool | None = ..., asynchronous: Literal[False] = ...,
-                 options: Sequence[tuple[str, Any]] = ...) -> grpc.Channel: ...
+def open_channel(
+    target: str = ...,
+    *,
+    tls: TlsConfig | bool | None = ...,
+    asynchronous: Literal[False] = ...,
+    options: Sequence[tuple[str, Any]] = ...,
+) -> grpc.Channel: ...
 @overload
-def open_channel(target: str = ..., *, tls: TlsConfig | bool | None = ..., asynchronous: Literal[True],
-                 options: Sequence[tuple[str, Any]] = ...) -> grpc.aio.Channel: ...
+def open_channel(
+    target: str = ...,
+    *,
+    tls: TlsConfig | bool | None = ...,
+    asynchronous: Literal[True],
+    options: Sequence[tuple[str, Any]] = ...,
+) -> grpc.aio.Channel: ...
 
 
-def open_channel(target: str = DEFAULT_TARGET, *, tls: TlsConfig | bool | None = None, asynchronous: bool = False,
-                 options: Sequence[tuple[str, Any]] = ()) -> grpc.Channel | grpc.aio.Channel:
+def open_channel(
+    target: str = DEFAULT_TARGET,
+    *,
+    tls: TlsConfig | bool | None = None,
+    asynchronous: bool = False,
+    options: Sequence[tuple[str, Any]] = (),
+) -> grpc.Channel | grpc.aio.Channel:
     """A channel to `target` (`host:port`): plaintext by default, TLS with `tls=True` (system roots)
     or a TlsConfig. `asynchronous=True` gives a grpc.aio channel (create it inside the event loop
     that will use it)."""
     config = _tls(tls)
     opts = channel_options(config, options)
     if config is None:
-        return grpc.aio.insecure_channel(target, options=opts) if asynchronous else grpc.insecure_channel(target, options=opts)
+        return (
+            grpc.aio.insecure_channel(target, options=opts)
+            if asynchronous
+            else grpc.insecure_channel(target, options=opts)
+        )
     creds = channel_credentials(config)
     if asynchronous:
         return grpc.aio.secure_channel(target, creds, options=opts)

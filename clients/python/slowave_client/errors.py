@@ -14,6 +14,7 @@ refusal ("… larger than max …").
 the error says" — e.g. `incomplete_feedback` is retryable once feedback is sent). Automatic transport
 retries are a narrower decision, made in `slowave_client.retry`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -61,9 +62,17 @@ class SlowaveError(Exception):
         retry_delay: seconds from a `google.rpc.RetryInfo`, when the service suggested a delay.
     """
 
-    def __init__(self, message: str, *, status: grpc.StatusCode | None, code: str, reason: str | None = None,
-                 retryable: bool = False, field_violations: Iterable[FieldViolation] = (),
-                 retry_delay: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: grpc.StatusCode | None,
+        code: str,
+        reason: str | None = None,
+        retryable: bool = False,
+        field_violations: Iterable[FieldViolation] = (),
+        retry_delay: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
@@ -100,8 +109,9 @@ class InvalidRequest(InvalidArgument, ValueError):
 
     def __init__(self, violations: Sequence[FieldViolation]) -> None:
         paths = ", ".join(v.field or "<request>" for v in violations)
-        super().__init__(f"invalid input: {paths}", status=None, code="invalid_input", retryable=False,
-                         field_violations=violations)
+        super().__init__(
+            f"invalid input: {paths}", status=None, code="invalid_input", retryable=False, field_violations=violations
+        )
 
 
 class NotFound(SlowaveError):
@@ -191,8 +201,10 @@ def error_from_status(status: grpc.StatusCode, message: str, details: status_pb2
         elif packed.Is(errors_pb2.IncompleteFeedback.DESCRIPTOR):
             owed = errors_pb2.IncompleteFeedback()
             packed.Unpack(owed)
-            outstanding = [OutstandingRetrieval(o.retrieval_id, tuple(o.memory_ids), tuple(o.procedure_ids))
-                           for o in owed.outstanding]
+            outstanding = [
+                OutstandingRetrieval(o.retrieval_id, tuple(o.memory_ids), tuple(o.procedure_ids))
+                for o in owed.outstanding
+            ]
         elif packed.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
             retry = error_details_pb2.RetryInfo()
             packed.Unpack(retry)
@@ -210,10 +222,25 @@ def error_from_status(status: grpc.StatusCode, message: str, details: status_pb2
         reason, code, retryable = None, "internal_error", True
 
     if outstanding is not None or reason == "INCOMPLETE_FEEDBACK":
-        return IncompleteFeedbackError(message, outstanding=outstanding or (), status=status, code=code, reason=reason,
-                                       retryable=retryable, field_violations=violations, retry_delay=retry_delay)
-    return _BY_STATUS.get(status, SlowaveError)(message, status=status, code=code, reason=reason, retryable=retryable,
-                                                field_violations=violations, retry_delay=retry_delay)
+        return IncompleteFeedbackError(
+            message,
+            outstanding=outstanding or (),
+            status=status,
+            code=code,
+            reason=reason,
+            retryable=retryable,
+            field_violations=violations,
+            retry_delay=retry_delay,
+        )
+    return _BY_STATUS.get(status, SlowaveError)(
+        message,
+        status=status,
+        code=code,
+        reason=reason,
+        retryable=retryable,
+        field_violations=violations,
+        retry_delay=retry_delay,
+    )
 
 
 def error_from_rpc(error: grpc.RpcError) -> SlowaveError:

@@ -4,6 +4,7 @@ Plain dicts with protobuf field names; enum fields take the seed's names (`"used
 `"superseded"`) or proto ints; Struct fields take dicts; times take aware datetimes or RFC 3339
 strings. The corresponding protobuf message is accepted wherever one of these is.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence

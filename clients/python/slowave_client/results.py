@@ -9,6 +9,7 @@ contract's documentation of a field is the documentation of the attribute. Conve
 
 `as_json` renders any result the way the contract's JSON bridge does (unset optionals omitted).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -340,8 +341,11 @@ def as_json(value: Any) -> Any:
     """A JSON-ready rendering of a result (or a list of them): unset optionals omitted, times in
     RFC 3339 UTC, tuples as lists."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        rendered = {f.name: as_json(getattr(value, f.name)) for f in dataclasses.fields(value)
-                    if getattr(value, f.name) is not None}
+        rendered = {
+            f.name: as_json(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if getattr(value, f.name) is not None
+        }
         if isinstance(value, (RememberItemResult, FeedbackItemResult)):
             # The seed's batch envelope: each item says `ok` itself.
             rendered = {"ok": value.ok, **rendered}

@@ -34,6 +34,7 @@ The backoff is gRPC's own retry design (gRFC A6): before retry n the client wait
 `random(0, min(initial_backoff * multiplier**(n-1), max_backoff))`, or the server's RetryInfo delay
 if that is longer; the whole call, retries and waits included, stays within its timeout.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -100,9 +101,17 @@ class RetryEvent:
 class Attempts:
     """The attempts of one call: each one's timeout, and whether and when to try again."""
 
-    def __init__(self, method: str, policy: RetryPolicy, idempotent: bool, timeout: float | None, *,
-                 clock: Callable[[], float] = time.monotonic, rng: Callable[[], float] = random.random,
-                 on_retry: Callable[[RetryEvent], None] | None = None) -> None:
+    def __init__(
+        self,
+        method: str,
+        policy: RetryPolicy,
+        idempotent: bool,
+        timeout: float | None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        rng: Callable[[], float] = random.random,
+        on_retry: Callable[[RetryEvent], None] | None = None,
+    ) -> None:
         self.method, self.policy, self.idempotent = method, policy, idempotent
         self.clock, self.rng, self.on_retry = clock, rng, on_retry
         self.deadline = None if timeout is None else clock() + timeout
@@ -127,8 +136,9 @@ class Attempts:
         return delay
 
 
-def run_with_retries(invoke: Callable[[float | None], T], attempts: Attempts,
-                     sleep: Callable[[float], None] = time.sleep) -> T:
+def run_with_retries(
+    invoke: Callable[[float | None], T], attempts: Attempts, sleep: Callable[[float], None] = time.sleep
+) -> T:
     """Calls `invoke(timeout)` until it succeeds or fails for good; raises the typed SlowaveError."""
     while True:
         timeout = attempts.start()
@@ -142,8 +152,11 @@ def run_with_retries(invoke: Callable[[float | None], T], attempts: Attempts,
         sleep(delay)
 
 
-async def run_with_retries_async(invoke: Callable[[float | None], Awaitable[T]], attempts: Attempts,
-                                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> T:
+async def run_with_retries_async(
+    invoke: Callable[[float | None], Awaitable[T]],
+    attempts: Attempts,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> T:
     """The asyncio twin of `run_with_retries`."""
     while True:
         timeout = attempts.start()

@@ -1,4 +1,5 @@
 """Plain-text rendering of results for people (`slowave --format table`)."""
+
 from __future__ import annotations
 
 import shutil
@@ -36,17 +37,40 @@ def retrieval(result: ActivateResult | RecallResult) -> str:
         head.append(f"memory state {result.memory_state}")
     head.append(f"relevant {result.relevant_total}")
     out = ["   ".join(head)]
-    mem_rows = [[str(i), m.memory_id, m.type, f"{m.ranking.score:.3f}", f"{m.ranking.relevance:.3f}",
-                 f"{m.ranking.learned:+.3f}", m.pathway, m.content] for i, m in enumerate(result.memories, 1)]
+    mem_rows = [
+        [
+            str(i),
+            m.memory_id,
+            m.type,
+            f"{m.ranking.score:.3f}",
+            f"{m.ranking.relevance:.3f}",
+            f"{m.ranking.learned:+.3f}",
+            m.pathway,
+            m.content,
+        ]
+        for i, m in enumerate(result.memories, 1)
+    ]
     fixed = sum(len(c) + 2 for c in mem_rows[0][:-1]) if mem_rows else 60
     if mem_rows:
-        out += ["", grid(["#", "MEMORY", "TYPE", "SCORE", "RELEVANCE", "LEARNED", "PATHWAY", "CONTENT"], mem_rows,
-                         last_width=max(30, _terminal_width() - fixed - 8))]
+        out += [
+            "",
+            grid(
+                ["#", "MEMORY", "TYPE", "SCORE", "RELEVANCE", "LEARNED", "PATHWAY", "CONTENT"],
+                mem_rows,
+                last_width=max(30, _terminal_width() - fixed - 8),
+            ),
+        ]
     else:
         out += ["", "no memories"]
     if result.procedures:
-        out += ["", grid(["#", "PROCEDURE", "SCORE", "OUTCOME", "USED", "GOAL"],
-                         [_procedure_row(i, p) for i, p in enumerate(result.procedures, 1)], last_width=60)]
+        out += [
+            "",
+            grid(
+                ["#", "PROCEDURE", "SCORE", "OUTCOME", "USED", "GOAL"],
+                [_procedure_row(i, p) for i, p in enumerate(result.procedures, 1)],
+                last_width=60,
+            ),
+        ]
     for w in result.warnings:
         out.append(f"warning {w.code}: {w.message}")
     if result.more_available and result.continue_from:

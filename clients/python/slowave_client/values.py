@@ -5,12 +5,13 @@ be written once as a dict, a JSON document or keyword arguments. Enum values may
 seed's lowercase names (`"used"`, `"no_effect"`), the full proto names (`"MEMORY_ASSESSMENT_USED"`)
 or the proto ints. `None` means "absent" everywhere, so keyword arguments can default to it.
 """
+
 from __future__ import annotations
 
 import math
 import typing
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf import struct_pb2, timestamp_pb2
@@ -43,7 +44,7 @@ def enum_name(enum: EnumDescriptor, number: int) -> str:
     value = enum.values_by_number.get(number)
     if value is None:
         return f"unrecognized:{number}"
-    return str(value.name)[len(enum_prefix(enum)):].lower()
+    return str(value.name)[len(enum_prefix(enum)) :].lower()
 
 
 def enum_value(enum: EnumDescriptor, value: str | int) -> int:
@@ -64,7 +65,7 @@ def enum_value(enum: EnumDescriptor, value: str | int) -> int:
         found = enum.values_by_name.get(candidate)
         if found is not None:
             return int(found.number)
-    choices = ", ".join(v.name[len(prefix):].lower() for v in enum.values if v.number != 0)
+    choices = ", ".join(v.name[len(prefix) :].lower() for v in enum.values if v.number != 0)
     raise ValueError(f"unknown {enum.name} {value!r}; expected one of: {choices}")
 
 
@@ -121,18 +122,18 @@ def to_timestamp(value: datetime | str | timestamp_pb2.Timestamp) -> timestamp_p
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError("the time needs an explicit UTC offset (e.g. 2026-01-31T12:00:00Z)")
     ts = timestamp_pb2.Timestamp()
-    ts.FromDatetime(value.astimezone(timezone.utc))
+    ts.FromDatetime(value.astimezone(UTC))
     return ts
 
 
 def from_timestamp(ts: timestamp_pb2.Timestamp) -> datetime:
-    when: datetime = ts.ToDatetime(tzinfo=timezone.utc)
+    when: datetime = ts.ToDatetime(tzinfo=UTC)
     return when
 
 
 def format_time(value: datetime) -> str:
     """RFC 3339 in UTC with `Z`, as the JSON bridge renders times."""
-    text = value.astimezone(timezone.utc).isoformat()
+    text = value.astimezone(UTC).isoformat()
     return text.replace("+00:00", "Z")
 
 
@@ -204,8 +205,9 @@ def _fill_list(message: Message, field: FieldDescriptor, value: Any, where: str,
                 out.append(FieldViolation(at, str(exc)))
 
 
-def _fill_message_field(message: Message, field: FieldDescriptor, value: Any, where: str,
-                        out: list[FieldViolation]) -> None:
+def _fill_message_field(
+    message: Message, field: FieldDescriptor, value: Any, where: str, out: list[FieldViolation]
+) -> None:
     target = getattr(message, field.name)
     kind = field.message_type.full_name if field.message_type is not None else ""
     try:
@@ -223,13 +225,25 @@ def _fill_message_field(message: Message, field: FieldDescriptor, value: Any, wh
     _fill(target, value, where, out)
 
 
-_INT_TYPES = {FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT32,
-              FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SINT64,
-              FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED32,
-              FieldDescriptor.TYPE_SFIXED64}
-_INT_RANGE = {FieldDescriptor.TYPE_INT32: (-(2**31), 2**31 - 1), FieldDescriptor.TYPE_SINT32: (-(2**31), 2**31 - 1),
-              FieldDescriptor.TYPE_SFIXED32: (-(2**31), 2**31 - 1), FieldDescriptor.TYPE_UINT32: (0, 2**32 - 1),
-              FieldDescriptor.TYPE_FIXED32: (0, 2**32 - 1)}
+_INT_TYPES = {
+    FieldDescriptor.TYPE_INT32,
+    FieldDescriptor.TYPE_INT64,
+    FieldDescriptor.TYPE_UINT32,
+    FieldDescriptor.TYPE_UINT64,
+    FieldDescriptor.TYPE_SINT32,
+    FieldDescriptor.TYPE_SINT64,
+    FieldDescriptor.TYPE_FIXED32,
+    FieldDescriptor.TYPE_FIXED64,
+    FieldDescriptor.TYPE_SFIXED32,
+    FieldDescriptor.TYPE_SFIXED64,
+}
+_INT_RANGE = {
+    FieldDescriptor.TYPE_INT32: (-(2**31), 2**31 - 1),
+    FieldDescriptor.TYPE_SINT32: (-(2**31), 2**31 - 1),
+    FieldDescriptor.TYPE_SFIXED32: (-(2**31), 2**31 - 1),
+    FieldDescriptor.TYPE_UINT32: (0, 2**32 - 1),
+    FieldDescriptor.TYPE_FIXED32: (0, 2**32 - 1),
+}
 
 
 def _scalar(field: FieldDescriptor, value: Any) -> Any:

@@ -1,4 +1,5 @@
 """The bridge's one connection to MemoryService: channel, credentials, per-call metadata."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,8 +29,14 @@ class MemoryServiceConnection:
         self.channel.close()
 
 
-def connect(target: str = DEFAULT_TARGET, *, api_key: str | None = None, tls: bool = False,
-            root_ca: bytes | None = None, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> MemoryServiceConnection:
+def connect(
+    target: str = DEFAULT_TARGET,
+    *,
+    api_key: str | None = None,
+    tls: bool = False,
+    root_ca: bytes | None = None,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+) -> MemoryServiceConnection:
     """Insecure by default (a local server); TLS with the system roots, or with `root_ca` (PEM)."""
     if tls or root_ca is not None:
         channel = grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=root_ca))

@@ -11,6 +11,7 @@ item is not sent and is reported at its position, merged with the results of the
 sent; if no item remains, no RPC is made. Problems of the call as a whole fail the whole call, with
 the item problems listed alongside.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -39,13 +40,16 @@ class Tool:
     batch_item: type[Message] | None = None
 
 
-TOOLS: dict[str, Tool] = {t.name: t for t in (
-    Tool("slowave_activate", "Activate", pb.ActivateRequest),
-    Tool("slowave_remember", "Remember", pb.RememberRequest, "memories", pb.RememberItem),
-    Tool("slowave_recall", "Recall", pb.RecallRequest),
-    Tool("slowave_feedback", "Feedback", pb.FeedbackRequest, "items", pb.FeedbackItem),
-    Tool("slowave_commit", "Commit", pb.CommitRequest),
-)}
+TOOLS: dict[str, Tool] = {
+    t.name: t
+    for t in (
+        Tool("slowave_activate", "Activate", pb.ActivateRequest),
+        Tool("slowave_remember", "Remember", pb.RememberRequest, "memories", pb.RememberItem),
+        Tool("slowave_recall", "Recall", pb.RecallRequest),
+        Tool("slowave_feedback", "Feedback", pb.FeedbackRequest, "items", pb.FeedbackItem),
+        Tool("slowave_commit", "Commit", pb.CommitRequest),
+    )
+}
 
 
 @dataclass
@@ -133,8 +137,12 @@ def execute(tool_name: str, arguments: Mapping[str, Any] | None, invoke: Invoke)
     t = translate(tool_name, arguments)
     if t.whole:
         problems = t.whole + _flat_item_problems(t)
-        return error("invalid_input", "invalid input: " + ", ".join(p.path or "<request>" for p in t.whole), False,
-                     field_errors=[{"path": p.path, "message": p.message} for p in problems])
+        return error(
+            "invalid_input",
+            "invalid input: " + ", ".join(p.path or "<request>" for p in t.whole),
+            False,
+            field_errors=[{"path": p.path, "message": p.message} for p in problems],
+        )
     if t.nothing_to_send:
         return {"ok": True, "data": {"results": _merge(t, [])}}
     try:
@@ -142,7 +150,9 @@ def execute(tool_name: str, arguments: Mapping[str, Any] | None, invoke: Invoke)
     except grpc.RpcError as err:
         envelope = render_rpc_error(err)
         if "field_errors" in envelope["error"]:
-            envelope["error"]["field_errors"] += [{"path": p.path, "message": p.message} for p in _flat_item_problems(t)]
+            envelope["error"]["field_errors"] += [
+                {"path": p.path, "message": p.message} for p in _flat_item_problems(t)
+            ]
         return envelope
     return render_success(t, response)
 

@@ -5,11 +5,12 @@ problem at its path (`items[1].memory_feedback[0].assessment`), and every proble
 collected, never just the first. Enum values are the lowercase value names without their prefix.
 The walk is driven by the message descriptors, so it cannot drift from the `.proto` files.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from google.protobuf import struct_pb2, timestamp_pb2
@@ -20,14 +21,16 @@ EXTRA_KEY = "extra input is not permitted"
 
 # Contract 4.6: in these feedback label fields an unknown string (or `unspecified`) is sent as the
 # UNSPECIFIED value, present, so the service rejects that one entry (10.2) and its siblings land.
-LABEL_FIELDS = frozenset({
-    ("slowave.v1.MemoryFeedbackEntry", "assessment"),
-    ("slowave.v1.MemoryFeedbackEntry", "stale_reason"),
-    ("slowave.v1.MemoryFeedbackEntry", "relevance"),
-    ("slowave.v1.MemoryFeedbackEntry", "effect"),
-    ("slowave.v1.ProcedureFeedbackEntry", "use"),
-    ("slowave.v1.ProcedureFeedbackEntry", "effect"),
-})
+LABEL_FIELDS = frozenset(
+    {
+        ("slowave.v1.MemoryFeedbackEntry", "assessment"),
+        ("slowave.v1.MemoryFeedbackEntry", "stale_reason"),
+        ("slowave.v1.MemoryFeedbackEntry", "relevance"),
+        ("slowave.v1.MemoryFeedbackEntry", "effect"),
+        ("slowave.v1.ProcedureFeedbackEntry", "use"),
+        ("slowave.v1.ProcedureFeedbackEntry", "effect"),
+    }
+)
 
 _INT_RANGES = {
     FieldDescriptor.CPPTYPE_INT32: (-(2**31), 2**31 - 1),
@@ -37,10 +40,8 @@ _INT_RANGES = {
 }
 
 # RFC 3339 `date-time`: the offset is mandatory (`Z` or ±hh:mm); a bare local time is ambiguous.
-_RFC3339 = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:[Zz]|([+-])(\d{2}):(\d{2}))$"
-)
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_RFC3339 = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:[Zz]|([+-])(\d{2}):(\d{2}))$")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def enum_prefix(descriptor: EnumDescriptor) -> str:
 def enum_words(descriptor: EnumDescriptor) -> list[str]:
     """The JSON words of an enum, in declaration order, without `unspecified` (never valid input)."""
     prefix = enum_prefix(descriptor)
-    return [v.name[len(prefix):].lower() for v in descriptor.values if v.number != 0]
+    return [v.name[len(prefix) :].lower() for v in descriptor.values if v.number != 0]
 
 
 def enum_word(descriptor: EnumDescriptor, number: int) -> str | int:
@@ -71,10 +72,12 @@ def enum_word(descriptor: EnumDescriptor, number: int) -> str | int:
     value = descriptor.values_by_number.get(number)
     if value is None:
         return number
-    return value.name[len(enum_prefix(descriptor)):].lower()
+    return value.name[len(enum_prefix(descriptor)) :].lower()
 
 
-def fill_message(msg: Message, data: Any, path: str, problems: list[Problem], *, skip: frozenset[str] = frozenset()) -> None:
+def fill_message(
+    msg: Message, data: Any, path: str, problems: list[Problem], *, skip: frozenset[str] = frozenset()
+) -> None:
     """Sets every key of the JSON object `data` on `msg`; keys in `skip` are left to the caller."""
     if not isinstance(data, dict):
         problems.append(Problem(path, "must be an object"))
@@ -185,7 +188,9 @@ def parse_timestamp(target: timestamp_pb2.Timestamp, value: Any, path: str, prob
     """RFC 3339 with an explicit offset (`Z` or ±hh:mm), e.g. `2026-08-20T09:30:00Z`."""
     match = _RFC3339.match(value) if isinstance(value, str) else None
     if match is None:
-        problems.append(Problem(path, "must be an RFC 3339 date-time with an explicit offset, e.g. 2026-08-20T09:30:00Z"))
+        problems.append(
+            Problem(path, "must be an RFC 3339 date-time with an explicit offset, e.g. 2026-08-20T09:30:00Z")
+        )
         return
     year, month, day, hour, minute, second, fraction, sign, off_h, off_m = match.groups()
     try:
@@ -194,9 +199,8 @@ def parse_timestamp(target: timestamp_pb2.Timestamp, value: Any, path: str, prob
             if int(off_h) > 23 or int(off_m) > 59:
                 raise ValueError("offset out of range")
             offset = timedelta(hours=int(off_h), minutes=int(off_m)) * (1 if sign == "+" else -1)
-        local = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second),
-                         tzinfo=timezone(offset))
-        delta = local.astimezone(timezone.utc) - _EPOCH
+        local = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), tzinfo=timezone(offset))
+        delta = local.astimezone(UTC) - _EPOCH
     except (ValueError, OverflowError):
         problems.append(Problem(path, "is not a valid date-time"))
         return

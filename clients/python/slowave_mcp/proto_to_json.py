@@ -5,6 +5,7 @@ Timestamps as RFC 3339 UTC with `Z`; Structs as objects; non-`optional` scalars 
 present; `optional` and message fields only when set. A failed call becomes
 `{"ok": false, "error": {code, message, retryable[, outstanding][, field_errors]}}`.
 """
+
 from __future__ import annotations
 
 import math

@@ -5,6 +5,7 @@
 Each tool call runs `json_contract.execute` (all the translation) in a worker thread, because the
 gRPC call it makes blocks.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,9 @@ def tool_definitions() -> list[types.Tool]:
             description=DESCRIPTIONS[name],
             input_schema=input_schema(name),
             # Every tool writes (sessions, retrieval events, ledger rows) but only ever appends.
-            annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False,
-                                              idempotent_hint=False, open_world_hint=False),
+            annotations=types.ToolAnnotations(
+                read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+            ),
         )
         for name in TOOLS
     ]
@@ -76,8 +78,9 @@ def build_server(invoke: Invoke) -> Server:
             is_error=not envelope["ok"],
         )
 
-    return Server("slowave", version=_version(), instructions=INSTRUCTIONS,
-                  on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+    return Server(
+        "slowave", version=_version(), instructions=INSTRUCTIONS, on_list_tools=on_list_tools, on_call_tool=on_call_tool
+    )
 
 
 def _version() -> str:
@@ -120,18 +123,40 @@ def _truthy(value: str | None) -> bool:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     env = os.environ
     p = argparse.ArgumentParser(prog="slowave-mcp", description="The Slowave memory tools as an MCP server.")
-    p.add_argument("--target", default=env.get("SLOWAVE_TARGET") or DEFAULT_TARGET,
-                   help=f"MemoryService address (env SLOWAVE_TARGET, default {DEFAULT_TARGET})")
-    p.add_argument("--api-key", default=env.get("SLOWAVE_API_KEY") or None,
-                   help="sent as `authorization: Bearer <key>` (env SLOWAVE_API_KEY)")
-    p.add_argument("--tls", action="store_true", default=_truthy(env.get("SLOWAVE_TLS")),
-                   help="connect with TLS using the system roots (env SLOWAVE_TLS=1)")
-    p.add_argument("--root-ca", default=env.get("SLOWAVE_TLS_ROOT_CA") or None, metavar="PEM",
-                   help="connect with TLS trusting this CA bundle (env SLOWAVE_TLS_ROOT_CA)")
-    p.add_argument("--timeout", type=float, default=float(env.get("SLOWAVE_TIMEOUT") or DEFAULT_TIMEOUT_SECONDS),
-                   help="deadline of each RPC in seconds (env SLOWAVE_TIMEOUT)")
-    p.add_argument("--http", type=_http_address, metavar="HOST:PORT",
-                   help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0 picks one)")
+    p.add_argument(
+        "--target",
+        default=env.get("SLOWAVE_TARGET") or DEFAULT_TARGET,
+        help=f"MemoryService address (env SLOWAVE_TARGET, default {DEFAULT_TARGET})",
+    )
+    p.add_argument(
+        "--api-key",
+        default=env.get("SLOWAVE_API_KEY") or None,
+        help="sent as `authorization: Bearer <key>` (env SLOWAVE_API_KEY)",
+    )
+    p.add_argument(
+        "--tls",
+        action="store_true",
+        default=_truthy(env.get("SLOWAVE_TLS")),
+        help="connect with TLS using the system roots (env SLOWAVE_TLS=1)",
+    )
+    p.add_argument(
+        "--root-ca",
+        default=env.get("SLOWAVE_TLS_ROOT_CA") or None,
+        metavar="PEM",
+        help="connect with TLS trusting this CA bundle (env SLOWAVE_TLS_ROOT_CA)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=float(env.get("SLOWAVE_TIMEOUT") or DEFAULT_TIMEOUT_SECONDS),
+        help="deadline of each RPC in seconds (env SLOWAVE_TIMEOUT)",
+    )
+    p.add_argument(
+        "--http",
+        type=_http_address,
+        metavar="HOST:PORT",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0 picks one)",
+    )
     return p.parse_args(argv)
 
 

@@ -4,6 +4,7 @@ The schemas are derived from the request descriptors (field names, JSON types, e
 so they cannot drift from the `.proto` files; the prose below is written for the agent, after the
 seed documents.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -96,21 +97,29 @@ clear, repeatable sequence of steps you genuinely followed that would help a lat
 _FIELD_DOCS = {
     "ActivateRequest.task": "The user's request, verbatim; it is the retrieval cue. Nonblank, at most 4096 bytes.",
     "ActivateRequest.initial_goal": "A concise, action-led interpretation of the task. Nonblank, at most 4096 bytes.",
-    "ActivateRequest.scope": ("Where the memories live, `kind:id`, e.g. `project:<repository name>` for coding work. "
-                              "Use the same scope for the whole session; scopes compare exactly (case-sensitive)."),
+    "ActivateRequest.scope": (
+        "Where the memories live, `kind:id`, e.g. `project:<repository name>` for coding work. "
+        "Use the same scope for the whole session; scopes compare exactly (case-sensitive)."
+    ),
     "ActivateRequest.page_size": "Maximum memories per page, 1..10 (default 5).",
-    "ActivateRequest.continuity_id": ("The `continuity_id` returned by the previous slowave_activate of this "
-                                      "conversation; omit it on the conversation's first activation."),
-    "ActivateRequest.task_context": ("Structured conditions of the task (environment, language, framework, tools…), "
-                                     "used to pick applicable procedures. Keys lowercase `[a-z][a-z0-9_.:-]*`; values "
-                                     "strings, numbers, booleans, objects or lists of scalars; no nulls."),
+    "ActivateRequest.continuity_id": (
+        "The `continuity_id` returned by the previous slowave_activate of this "
+        "conversation; omit it on the conversation's first activation."
+    ),
+    "ActivateRequest.task_context": (
+        "Structured conditions of the task (environment, language, framework, tools…), "
+        "used to pick applicable procedures. Keys lowercase `[a-z][a-z0-9_.:-]*`; values "
+        "strings, numbers, booleans, objects or lists of scalars; no nulls."
+    ),
     "ActivateRequest.semantic_context": "Optional clarification of the information need, added to the cue.",
     "RememberRequest.session_id": "The `session_id` returned by slowave_activate.",
     "RememberRequest.scope": "The session's scope, exactly as sent to slowave_activate.",
     "RememberRequest.content": "Scalar form: one durable claim, meaningful without context (at most 16384 bytes).",
     "RememberRequest.type": "Scalar form: the kind of claim.",
-    "RememberRequest.occurred_at": ("Scalar form only: when the fact was observed at its source, RFC 3339 with an "
-                                    "offset, e.g. 2026-08-20T09:30:00Z."),
+    "RememberRequest.occurred_at": (
+        "Scalar form only: when the fact was observed at its source, RFC 3339 with an "
+        "offset, e.g. 2026-08-20T09:30:00Z."
+    ),
     "RememberRequest.memories": "Batch form, instead of content/type: up to 100 claims, each stored independently.",
     "RememberItem.content": "One durable claim, meaningful without context.",
     "RememberItem.type": "The kind of claim.",
@@ -122,16 +131,22 @@ _FIELD_DOCS = {
     "RecallRequest.task_context": "Fresh mode only: merged into the session's task context (top-level keys overwrite).",
     "RecallRequest.semantic_context": "Fresh mode only: added to the query.",
     "RecallRequest.evidence_mode": "Fresh mode only: `full` also returns the text of the evidence records (default `references`).",
-    "RecallRequest.continue_from": ("Continuation mode, instead of query: a `continue_from` cursor from an earlier "
-                                    "slowave_activate or slowave_recall result."),
+    "RecallRequest.continue_from": (
+        "Continuation mode, instead of query: a `continue_from` cursor from an earlier "
+        "slowave_activate or slowave_recall result."
+    ),
     "FeedbackRequest.retrieval_id": "Scalar form: the `retrieval_id` returned by slowave_activate or slowave_recall.",
-    "FeedbackRequest.items": ("Batch form: up to 100 scalar-shaped feedback objects, one per retrieval. Exclusive "
-                              "with every scalar field; top-level coverage must stay partial."),
+    "FeedbackRequest.items": (
+        "Batch form: up to 100 scalar-shaped feedback objects, one per retrieval. Exclusive "
+        "with every scalar field; top-level coverage must stay partial."
+    ),
     "FeedbackItem.retrieval_id": "The `retrieval_id` returned by slowave_activate or slowave_recall.",
     "MemoryFeedbackEntry.memory_id": "The `sch_N` id from the `memories` array of that retrieval.",
-    "MemoryFeedbackEntry.assessment": ("used: directly consulted, it shaped what you did. irrelevant: no bearing on this "
-                                       "task. stale: no longer accurate (needs stale_reason and reason; retires the "
-                                       "memory). Neutral: not_used, unassessable (needs reason), already_known."),
+    "MemoryFeedbackEntry.assessment": (
+        "used: directly consulted, it shaped what you did. irrelevant: no bearing on this "
+        "task. stale: no longer accurate (needs stale_reason and reason; retires the "
+        "memory). Neutral: not_used, unassessable (needs reason), already_known."
+    ),
     "MemoryFeedbackEntry.stale_reason": "Required with stale. superseded also needs replacement_memory_id.",
     "MemoryFeedbackEntry.replacement_memory_id": "With stale + superseded: the `sch_N` id of the memory that replaces this one.",
     "MemoryFeedbackEntry.reason": "Required with stale and unassessable: a concise explanation in your own words.",
@@ -145,12 +160,17 @@ _FIELD_DOCS = {
     "CommitRequest.session_id": "The `session_id` returned by slowave_activate.",
     "CommitRequest.final_goal": "The confirmed goal, as understood after the work (may refine initial_goal). Nonblank.",
     "CommitRequest.outcome": "success: completed as intended. partial: partly completed. failure: not completed.",
-    "CommitRequest.outcome_summary": ("A standalone sentence on what actually happened; future tasks will see it. "
-                                      "Nonblank."),
+    "CommitRequest.outcome_summary": (
+        "A standalone sentence on what actually happened; future tasks will see it. Nonblank."
+    ),
     "CommitRequest.verification": "How the outcome was verified.",
-    "CommitRequest.procedure": ("Optional reusable method you genuinely followed. Needs a summary or at least one step."),
-    "CommitRequest.trajectory": ("Optional trace of the task's actions and observations, at most 32 entries. Never "
-                                 "narrate Slowave calls: such entries are filtered out."),
+    "CommitRequest.procedure": (
+        "Optional reusable method you genuinely followed. Needs a summary or at least one step."
+    ),
+    "CommitRequest.trajectory": (
+        "Optional trace of the task's actions and observations, at most 32 entries. Never "
+        "narrate Slowave calls: such entries are filtered out."
+    ),
     "Verification.status": "verified: confirmed by observation or tests. partially_verified. unverified: none possible.",
     "Verification.summary": "What verification was done and what it showed. Nonblank.",
     "Verification.evidence_refs": "Optional references: test-run ids, CI build URLs, log files.",
@@ -169,8 +189,10 @@ _FEEDBACK_FIELD_DOCS = {
     "procedure_feedback": "Per-procedure assessments (at most 200); usage and effect are separate signals.",
     "retrieval_quality": "Optional free-text assessment of the retrieval as a whole.",
     "missing": "Optional: knowledge you expected but the retrieval did not return.",
-    "coverage": ("partial (default): only the listed targets are assessed; the rest stay outstanding. complete: "
-                 "you reviewed every exposed target; unmentioned ones count as assessed (neutrally)."),
+    "coverage": (
+        "partial (default): only the listed targets are assessed; the rest stay outstanding. complete: "
+        "you reviewed every exposed target; unmentioned ones count as assessed (neutrally)."
+    ),
 }
 for _message in ("FeedbackRequest", "FeedbackItem"):
     _FIELD_DOCS.update({f"{_message}.{f}": doc for f, doc in _FEEDBACK_FIELD_DOCS.items()})

@@ -15,6 +15,7 @@ while an RPC is served carries the same `request_id`, `tenant` and `session_id`.
 characters), else a generated one; it is echoed in the response's trailing metadata `x-request-id`,
 errors included.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,10 +35,12 @@ ACCESS_LOGGER = "slowave.access"
 REQUEST_ID_HEADER = "x-request-id"
 _PLAUSIBLE_ID = re.compile(r"[\x21-\x7e]{1,128}")
 
-_ERROR_CODES = frozenset({grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.DATA_LOSS,
-                          grpc.StatusCode.UNIMPLEMENTED})
-_WARNING_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED,
-                            grpc.StatusCode.DEADLINE_EXCEEDED})
+_ERROR_CODES = frozenset(
+    {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.DATA_LOSS, grpc.StatusCode.UNIMPLEMENTED}
+)
+_WARNING_CODES = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED}
+)
 
 _TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -67,8 +70,11 @@ class JsonFormatter(logging.Formatter):
             out.update(rpc)
         else:
             out["msg"] = record.getMessage()
-            for key, var in (("request_id", request_context.request_id), ("tenant", request_context.tenant),
-                             ("session_id", request_context.session_id)):
+            for key, var in (
+                ("request_id", request_context.request_id),
+                ("tenant", request_context.tenant),
+                ("session_id", request_context.session_id),
+            ):
                 value = var.get()
                 if value is not None:
                     out[key] = value
@@ -134,7 +140,7 @@ class AccessLogInterceptor(grpc.ServerInterceptor):
     def __init__(self, logger: logging.Logger | None = None) -> None:
         self.log = logger or logging.getLogger(ACCESS_LOGGER)
 
-    def intercept_service(self, continuation, handler_call_details):  # noqa: ANN001, ANN201
+    def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
             return handler
@@ -144,7 +150,7 @@ class AccessLogInterceptor(grpc.ServerInterceptor):
         behavior = handler.unary_unary
         log = self.log
 
-        def wrapped(request, context):  # noqa: ANN001, ANN202
+        def wrapped(request, context):
             rid_token = request_context.request_id.set(request_id)
             tenant_token = request_context.tenant.set(None)
             session_token = request_context.session_id.set(_session_of(request))
@@ -163,23 +169,39 @@ class AccessLogInterceptor(grpc.ServerInterceptor):
                     trailing = context.trailing_metadata() or ()
                     context.set_trailing_metadata((*trailing, (REQUEST_ID_HEADER, request_id)))
                     code = context.code() or (grpc.StatusCode.UNKNOWN if failed else grpc.StatusCode.OK)
-                    level = (logging.ERROR if code in _ERROR_CODES else logging.WARNING if code in _WARNING_CODES
-                             else ok_level)
+                    level = (
+                        logging.ERROR
+                        if code in _ERROR_CODES
+                        else logging.WARNING
+                        if code in _WARNING_CODES
+                        else ok_level
+                    )
                     if log.isEnabledFor(level):
                         session_id = request_context.session_id.get() or _session_of(response)
                         tenant = request_context.tenant.get()
                         peer = context.peer()
-                        fields = {"method": method, "code": code.name, "latency_ms": round(latency * 1000, 3),
-                                  "tenant": tenant, "session_id": session_id, "request_id": request_id,
-                                  "peer": peer}
+                        fields = {
+                            "method": method,
+                            "code": code.name,
+                            "latency_ms": round(latency * 1000, 3),
+                            "tenant": tenant,
+                            "session_id": session_id,
+                            "request_id": request_id,
+                            "peer": peer,
+                        }
                         # makeRecord + handle: Logger.log would walk the stack for a caller nobody reads.
                         record = log.makeRecord(
-                            log.name, level, "access_log", 0,
+                            log.name,
+                            level,
+                            "access_log",
+                            0,
                             "rpc %s %s %.3fms tenant=%s session_id=%s request_id=%s peer=%s",
-                            (method, code.name, latency * 1000, tenant, session_id, request_id, peer), None,
-                            extra={"rpc": fields})
+                            (method, code.name, latency * 1000, tenant, session_id, request_id, peer),
+                            None,
+                            extra={"rpc": fields},
+                        )
                         log.handle(record)
-                except Exception:  # noqa: BLE001 - observability never changes the call's outcome
+                except Exception:
                     logging.getLogger(__name__).debug("access line not written", exc_info=True)
                 finally:
                     request_context.session_id.reset(session_token)

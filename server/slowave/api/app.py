@@ -1,4 +1,5 @@
 """The server process: gRPC (MemoryService, health, reflection), metrics, reaper, consolidator."""
+
 from __future__ import annotations
 
 import logging
@@ -78,8 +79,7 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
     db.migrate()
     if clock is None:
         clock = DatabaseClock(db.engine) if db.dialect == "postgresql" else SystemClock()
-    ctx = ServiceContext(db=db, settings=settings, clock=clock,
-                         semantic=load_semantic_channel(settings.semantic))
+    ctx = ServiceContext(db=db, settings=settings, clock=clock, semantic=load_semantic_channel(settings.semantic))
     metrics = Metrics()
     metrics.instrument_database(db.engine)
     consolidator = Consolidator(ctx)
@@ -93,8 +93,12 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="slowave-rpc"),
         # The first runs outermost: the access line covers every call, authentication refusals included.
-        interceptors=[AccessLogInterceptor(), MetricsInterceptor(metrics), security.interceptor,
-                      UndecodableRequestInterceptor()],
+        interceptors=[
+            AccessLogInterceptor(),
+            MetricsInterceptor(metrics),
+            security.interceptor,
+            UndecodableRequestInterceptor(),
+        ],
         options=_SERVER_OPTIONS,
         maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
     )
@@ -116,8 +120,17 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
     consolidator.start()
     gauges = GaugeRefresher(ctx, metrics, settings.gauge_refresh_seconds)
     gauges.start()
-    running = RunningServer(server, port, ctx, metrics, health_servicer, reaper, consolidator, gauges,
-                            checkpointer=db.background_checkpoints(settings.wal_checkpoint_seconds))
+    running = RunningServer(
+        server,
+        port,
+        ctx,
+        metrics,
+        health_servicer,
+        reaper,
+        consolidator,
+        gauges,
+        checkpointer=db.background_checkpoints(settings.wal_checkpoint_seconds),
+    )
     if settings.metrics_addr:
         running._metrics_http = metrics.serve(settings.metrics_addr)
         running.metrics_port = running._metrics_http.server_port  # type: ignore[attr-defined]
@@ -140,7 +153,7 @@ class GaugeRefresher:
             try:
                 with self.ctx.db.transaction() as repo:
                     self.metrics.open_sessions.set(repo.count_open_sessions())
-            except Exception:  # noqa: BLE001 - the next refresh tries again
+            except Exception:
                 log.debug("gauge refresh failed", exc_info=True)
             if self._stop.wait(self.interval):
                 return
@@ -160,8 +173,12 @@ def main() -> None:
         sys.exit(2)
     log.info(
         "slowave serving %s on port %d (database %s, metrics port %s, idle timeout %ss, retrieval policy %s)",
-        SERVICE_NAME, running.port, settings.database_url.split("@")[-1], running.metrics_port or "off",
-        settings.session_idle_timeout, policy_version(running.ctx.semantic, settings.limits),
+        SERVICE_NAME,
+        running.port,
+        settings.database_url.split("@")[-1],
+        running.metrics_port or "off",
+        settings.session_idle_timeout,
+        policy_version(running.ctx.semantic, settings.limits),
     )
     done = threading.Event()
 

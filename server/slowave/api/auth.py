@@ -7,6 +7,7 @@ health tells nothing about any tenant. Server reflection is not exempt once keys
 of the API surface an anonymous caller has no business enumerating (`buf curl` sends keys with
 `-H 'authorization: Bearer …'`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,8 +34,7 @@ class StartupRefused(RuntimeError):
 
 
 class AuthInterceptor(grpc.ServerInterceptor):
-    def __init__(self, authenticator: Authenticator,
-                 on_refused: Callable[[DomainError], None] | None = None) -> None:
+    def __init__(self, authenticator: Authenticator, on_refused: Callable[[DomainError], None] | None = None) -> None:
         self.authenticator = authenticator
         self.on_refused = on_refused or (lambda _error: None)
 
@@ -46,14 +46,14 @@ class AuthInterceptor(grpc.ServerInterceptor):
         except DomainError as exc:
             self.on_refused(exc)
             abort(context, to_status(exc))
-        except Exception:  # noqa: BLE001 - never leak internals; the log has the trace
+        except Exception:
             log.exception("authentication failed unexpectedly")
             abort(context, internal_status())
         # Not reset here: the access-log interceptor (outermost) names it in the line it writes after
         # the call and then resets it; every call through here overwrites it before its handler runs.
         request_context.tenant.set(tenant)
 
-    def intercept_service(self, continuation, handler_call_details):  # noqa: ANN001, ANN201
+    def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
         if handler is None:
             return None
@@ -63,23 +63,27 @@ class AuthInterceptor(grpc.ServerInterceptor):
         if handler.unary_unary is not None:
             behavior = handler.unary_unary
 
-            def unary(request, context):  # noqa: ANN001, ANN202
+            def unary(request, context):
                 authenticate(context)
                 return behavior(request, context)
 
             return grpc.unary_unary_rpc_method_handler(
-                unary, request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer)
+                unary,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
         if handler.stream_stream is not None:  # server reflection
             stream_behavior = handler.stream_stream
 
-            def stream(request_iterator, context):  # noqa: ANN001, ANN202
+            def stream(request_iterator, context):
                 authenticate(context)
                 return stream_behavior(request_iterator, context)
 
             return grpc.stream_stream_rpc_method_handler(
-                stream, request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer)
+                stream,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
         # No other kind of method is served; refuse rather than pass one through unchecked.
         return None
 
@@ -109,12 +113,17 @@ def prepare_security(ctx: ServiceContext, on_refused: Callable[[DomainError], No
         raise StartupRefused(str(exc)) from None
     authenticator = Authenticator(ctx, settings.api_keys, settings.auth_cache_seconds)
     credentials = server_credentials(settings.tls_cert_file, settings.tls_key_file, settings.tls_client_ca_file)
-    check_listen_address(settings.listen_addr, keys_required=authenticator.required(),
-                         client_certificates=settings.tls_client_ca_file is not None,
-                         allow_insecure=settings.allow_insecure_bind)
+    check_listen_address(
+        settings.listen_addr,
+        keys_required=authenticator.required(),
+        client_certificates=settings.tls_client_ca_file is not None,
+        allow_insecure=settings.allow_insecure_bind,
+    )
     if authenticator.required():
-        log.info("authentication: API keys required (health checks exempt); key lookups cached %.0fs",
-                 settings.auth_cache_seconds)
+        log.info(
+            "authentication: API keys required (health checks exempt); key lookups cached %.0fs",
+            settings.auth_cache_seconds,
+        )
     else:
         log.info("authentication: none configured; every call runs as tenant %r", settings.tenant)
     return Security(AuthInterceptor(authenticator, on_refused), credentials)
@@ -132,11 +141,13 @@ def check_listen_address(addr: str, *, keys_required: bool, client_certificates:
         "who can reach this address could read and write every memory. Configure keys (SLOWAVE_API_KEYS_FILE or "
         "SLOWAVE_API_KEYS), require client certificates (SLOWAVE_TLS_CLIENT_CA_FILE), listen on a loopback "
         "address (127.0.0.1, [::1], localhost), or set SLOWAVE_ALLOW_INSECURE_BIND=1 if something in front of "
-        "the server (a mesh, a firewall) already restricts who reaches it.")
+        "the server (a mesh, a firewall) already restricts who reaches it."
+    )
 
 
-def server_credentials(cert_file: str | None, key_file: str | None,
-                       client_ca_file: str | None) -> grpc.ServerCredentials | None:
+def server_credentials(
+    cert_file: str | None, key_file: str | None, client_ca_file: str | None
+) -> grpc.ServerCredentials | None:
     """TLS with the given certificate chain and key; with a client CA, client certificates are required."""
     if cert_file is None and key_file is None:
         if client_ca_file is not None:
@@ -146,8 +157,9 @@ def server_credentials(cert_file: str | None, key_file: str | None,
         raise StartupRefused("TLS needs both SLOWAVE_TLS_CERT_FILE and SLOWAVE_TLS_KEY_FILE")
     cert, key = _read(cert_file, "SLOWAVE_TLS_CERT_FILE"), _read(key_file, "SLOWAVE_TLS_KEY_FILE")
     client_ca = _read(client_ca_file, "SLOWAVE_TLS_CLIENT_CA_FILE") if client_ca_file is not None else None
-    return grpc.ssl_server_credentials([(key, cert)], root_certificates=client_ca,
-                                       require_client_auth=client_ca is not None)
+    return grpc.ssl_server_credentials(
+        [(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None
+    )
 
 
 def _read(path: str, variable: str) -> bytes:

@@ -1,5 +1,6 @@
 """Use-case results → protobuf messages, generically: result dataclasses carry the proto field
 names and enum words, so one function maps them all."""
+
 from __future__ import annotations
 
 import dataclasses

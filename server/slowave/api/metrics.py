@@ -14,6 +14,7 @@ Ratios are left to PromQL so they aggregate across replicas, e.g. exposure-to-us
 
 (`deploy/prometheus/slowave-rules.yaml` records it as `slowave:memory_use_per_exposure:ratio_rate1h`).
 """
+
 from __future__ import annotations
 
 import threading
@@ -46,8 +47,7 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 # The unit of work's `operation` label: the RPC being served (set by MetricsInterceptor), else the
 # background worker whose thread runs it, else "other" (admin commands, tests, migrations).
 _operation: ContextVar[str | None] = ContextVar("slowave_db_operation", default=None)
-_BACKGROUND_THREADS = {"slowave-reaper": "reaper", "slowave-consolidator": "consolidation",
-                       "slowave-gauges": "gauges"}
+_BACKGROUND_THREADS = {"slowave-reaper": "reaper", "slowave-consolidator": "consolidation", "slowave-gauges": "gauges"}
 _T0 = "slowave_checkout_t0"
 
 
@@ -65,50 +65,97 @@ class Metrics:
         labels = ("grpc_type", "grpc_service", "grpc_method")
         # -- gRPC server (go-grpc-prometheus names)
         self.started = Counter("grpc_server_started_total", "RPCs started on the server.", labels, registry=r)
-        self.handled = Counter("grpc_server_handled_total", "RPCs completed on the server, by status code.",
-                               (*labels, "grpc_code"), registry=r)
-        self.latency = Histogram("grpc_server_handling_seconds", "Time to handle an RPC, until the response is sent.",
-                                 labels, registry=r, buckets=_LATENCY_BUCKETS)
+        self.handled = Counter(
+            "grpc_server_handled_total",
+            "RPCs completed on the server, by status code.",
+            (*labels, "grpc_code"),
+            registry=r,
+        )
+        self.latency = Histogram(
+            "grpc_server_handling_seconds",
+            "Time to handle an RPC, until the response is sent.",
+            labels,
+            registry=r,
+            buckets=_LATENCY_BUCKETS,
+        )
         # -- sessions and commits
         self.open_sessions = Gauge("slowave_open_sessions", "Sessions currently open.", registry=r)
-        self.commits = Counter("slowave_commits_total",
-                               "Successful commits, by outcome, operation and verification status.",
-                               ("outcome", "operation", "verification_status"), registry=r)
-        self.gate_blocked = Counter("slowave_commit_gate_blocked_total",
-                                    "Commits refused because exposed targets lacked feedback.", registry=r)
-        self.reaped = Counter("slowave_reaped_sessions_total", "Sessions closed by the idle-session reaper.", registry=r)
+        self.commits = Counter(
+            "slowave_commits_total",
+            "Successful commits, by outcome, operation and verification status.",
+            ("outcome", "operation", "verification_status"),
+            registry=r,
+        )
+        self.gate_blocked = Counter(
+            "slowave_commit_gate_blocked_total", "Commits refused because exposed targets lacked feedback.", registry=r
+        )
+        self.reaped = Counter(
+            "slowave_reaped_sessions_total", "Sessions closed by the idle-session reaper.", registry=r
+        )
         self.unassessed_at_reap = Counter(
             "slowave_reaped_unassessed_exposures_total",
-            "Exposed memories and procedures still without any accepted feedback when the reaper closed "
-            "their session.", ("target_kind",), registry=r)
+            "Exposed memories and procedures still without any accepted feedback when the reaper closed their session.",
+            ("target_kind",),
+            registry=r,
+        )
         # -- retrieval quality: what is exposed, and how agents assess it
-        self.exposed = Counter("slowave_exposed_targets_total", "Memories and procedures exposed by retrievals.",
-                               ("target_kind",), registry=r)
-        self.assessments = Counter("slowave_feedback_assessments_total",
-                                   "Accepted explicit feedback assessments, by target kind and value "
-                                   "(memory: the assessment; procedure: use/effect).",
-                                   ("target_kind", "value"), registry=r)
-        self.stale = Counter("slowave_memory_stale_assessments_total",
-                             "Accepted explicit `stale` memory assessments, by stale reason.",
-                             ("stale_reason",), registry=r)
-        self.procedure_effects = Counter("slowave_procedure_effects_total",
-                                         "Accepted explicit feedback on procedures the agent used, by effect.",
-                                         ("effect",), registry=r)
-        self.rejected = Counter("slowave_feedback_rejected_total", "Feedback entries recorded as rejected, by reason.",
-                                ("reason",), registry=r)
-        self.implicit = Counter("slowave_feedback_implicit_total",
-                                "Targets implicitly assessed by a complete coverage declaration.", registry=r)
-        self.missing = Counter("slowave_knowledge_gaps_reported_total", "`missing` entries reported in feedback.",
-                               registry=r)
-        self.remembered = Counter("slowave_remembered_total", "Claims stored by Remember, by disposition.",
-                                  ("disposition",), registry=r)
-        self.refused = Counter("slowave_requests_refused_total", "Requests refused as a whole, by ErrorInfo reason.",
-                               ("reason",), registry=r)
+        self.exposed = Counter(
+            "slowave_exposed_targets_total",
+            "Memories and procedures exposed by retrievals.",
+            ("target_kind",),
+            registry=r,
+        )
+        self.assessments = Counter(
+            "slowave_feedback_assessments_total",
+            "Accepted explicit feedback assessments, by target kind and value "
+            "(memory: the assessment; procedure: use/effect).",
+            ("target_kind", "value"),
+            registry=r,
+        )
+        self.stale = Counter(
+            "slowave_memory_stale_assessments_total",
+            "Accepted explicit `stale` memory assessments, by stale reason.",
+            ("stale_reason",),
+            registry=r,
+        )
+        self.procedure_effects = Counter(
+            "slowave_procedure_effects_total",
+            "Accepted explicit feedback on procedures the agent used, by effect.",
+            ("effect",),
+            registry=r,
+        )
+        self.rejected = Counter(
+            "slowave_feedback_rejected_total",
+            "Feedback entries recorded as rejected, by reason.",
+            ("reason",),
+            registry=r,
+        )
+        self.implicit = Counter(
+            "slowave_feedback_implicit_total",
+            "Targets implicitly assessed by a complete coverage declaration.",
+            registry=r,
+        )
+        self.missing = Counter(
+            "slowave_knowledge_gaps_reported_total", "`missing` entries reported in feedback.", registry=r
+        )
+        self.remembered = Counter(
+            "slowave_remembered_total", "Claims stored by Remember, by disposition.", ("disposition",), registry=r
+        )
+        self.refused = Counter(
+            "slowave_requests_refused_total",
+            "Requests refused as a whole, by ErrorInfo reason.",
+            ("reason",),
+            registry=r,
+        )
         # -- storage
         self.db_transaction = Histogram(
             "slowave_db_transaction_seconds",
             "Time a unit of work holds its database connection (lock waits, statements, commit), by operation: "
-            "the RPC served or the background worker.", ("operation",), registry=r, buckets=_LATENCY_BUCKETS)
+            "the RPC served or the background worker.",
+            ("operation",),
+            registry=r,
+            buckets=_LATENCY_BUCKETS,
+        )
         self._db_children: dict[str, Any] = {}
 
         # Bounded label sets are exported from the start (at 0), so rates and ratios exist before
@@ -136,10 +183,10 @@ class Metrics:
         children = self._db_children
         histogram = self.db_transaction
 
-        def on_checkout(_dbapi_connection, record, _proxy) -> None:  # noqa: ANN001
+        def on_checkout(_dbapi_connection, record, _proxy) -> None:
             record.info[_T0] = time.perf_counter()
 
-        def on_checkin(_dbapi_connection, record) -> None:  # noqa: ANN001
+        def on_checkin(_dbapi_connection, record) -> None:
             t0 = record.info.pop(_T0, None) if record is not None else None
             if t0 is None:
                 return
@@ -218,12 +265,15 @@ class MetricsInterceptor(grpc.ServerInterceptor):
             service, _, method = path.lstrip("/").partition("/")
             m = self.m
             children = self._children[path] = (
-                method, m.started.labels("unary", service, method), m.latency.labels("unary", service, method),
-                {}, (service, method),
+                method,
+                m.started.labels("unary", service, method),
+                m.latency.labels("unary", service, method),
+                {},
+                (service, method),
             )
         return children
 
-    def intercept_service(self, continuation, handler_call_details):  # noqa: ANN001, ANN202
+    def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
             return handler
@@ -231,7 +281,7 @@ class MetricsInterceptor(grpc.ServerInterceptor):
         behavior = handler.unary_unary
         counter = self.m.handled
 
-        def wrapped(request, context):  # noqa: ANN001, ANN202
+        def wrapped(request, context):
             started.inc()
             token = _operation.set(method)
             start = time.perf_counter()

@@ -1,8 +1,9 @@
 """Reading protobuf values the way the contract wants: enum words, Structs, Timestamps."""
+
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf import struct_pb2, timestamp_pb2
@@ -22,7 +23,7 @@ def enum_word(descriptor: EnumDescriptor, number: int) -> str | None:
     value = descriptor.values_by_number.get(number)
     if value is None:
         return None
-    return value.name[len(enum_prefix(descriptor)):].lower()
+    return value.name[len(enum_prefix(descriptor)) :].lower()
 
 
 def enum_number(descriptor: EnumDescriptor, word: str) -> int:
@@ -72,4 +73,4 @@ def _set_value(target: struct_pb2.Value, v: Any) -> None:
 
 
 def timestamp_to_datetime(ts: timestamp_pb2.Timestamp) -> datetime:
-    return ts.ToDatetime(tzinfo=timezone.utc)
+    return ts.ToDatetime(tzinfo=UTC)

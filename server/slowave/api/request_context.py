@@ -4,6 +4,7 @@ The authentication interceptor resolves the tenant; the servicer reads it to sco
 the log line written after the call names it. Context variables are set inside the handler thread
 (the wrapped behavior), so each RPC sees only its own values.
 """
+
 from __future__ import annotations
 
 from contextvars import ContextVar

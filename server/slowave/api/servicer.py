@@ -1,4 +1,5 @@
 """The MemoryService servicer: protobuf in, domain call, protobuf out. No rules live here."""
+
 from __future__ import annotations
 
 import logging
@@ -44,12 +45,14 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         except CallerGone:
             remaining = context.time_remaining()
             expired = remaining is not None and remaining <= 0
-            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED,
-                          "the caller gave up before the work was committed; nothing was stored")
+            context.abort(
+                grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED,
+                "the caller gave up before the work was committed; nothing was stored",
+            )
         except DomainError as exc:
             self.metrics.request_refused(exc)
             abort(context, to_status(exc))
-        except Exception:  # noqa: BLE001 - never leak internals; the log has the trace
+        except Exception:
             log.exception("unexpected failure")
             abort(context, internal_status())
         raise AssertionError("unreachable")
@@ -63,6 +66,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             result = activate(self.ctx, self._tenant(context), validation.activate_command(request))
             self.metrics.retrieval(result)
             return to_message(result, pb.ActivateResponse())
+
         return self._run(context, call)
 
     def Remember(self, request: pb.RememberRequest, context: grpc.ServicerContext) -> pb.RememberResponse:
@@ -77,6 +81,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
                 item = batch.results.add(index=i)
                 to_message(res, item.error if isinstance(res, ItemError) else item.data)
             return pb.RememberResponse(batch=batch)
+
         return self._run(context, call)
 
     def Recall(self, request: pb.RecallRequest, context: grpc.ServicerContext) -> pb.RecallResponse:
@@ -84,6 +89,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             result = recall(self.ctx, self._tenant(context), validation.recall_command(request))
             self.metrics.retrieval(result)
             return to_message(result, pb.RecallResponse())
+
         return self._run(context, call)
 
     def Feedback(self, request: pb.FeedbackRequest, context: grpc.ServicerContext) -> pb.FeedbackResponse:
@@ -98,6 +104,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
                 item = batch.results.add()
                 to_message(res, item.error if isinstance(res, ItemError) else item.data)
             return pb.FeedbackResponse(batch=batch)
+
         return self._run(context, call)
 
     def Commit(self, request: pb.CommitRequest, context: grpc.ServicerContext) -> pb.CommitResponse:
@@ -106,6 +113,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             self.metrics.committed(result)
             self.on_commit()
             return to_message(result, pb.CommitResponse())
+
         return self._run(context, call)
 
 

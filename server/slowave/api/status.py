@@ -1,4 +1,5 @@
 """Domain errors → gRPC status with google.rpc details (spec 4.2, 4.3), in one place."""
+
 from __future__ import annotations
 
 import grpc
@@ -41,10 +42,16 @@ def to_status(error: e.DomainError) -> status_pb2.Status:
     if isinstance(error, e.InvalidInput):
         details.append(error_details_pb2.BadRequest(field_violations=_bounded_violations(error.violations)))
     elif isinstance(error, e.IncompleteFeedback):
-        details.append(errors_pb2.IncompleteFeedback(outstanding=[
-            errors_pb2.OutstandingRetrieval(retrieval_id=o.retrieval_id, memory_ids=o.memory_ids, procedure_ids=o.procedure_ids)
-            for o in error.outstanding
-        ]))
+        details.append(
+            errors_pb2.IncompleteFeedback(
+                outstanding=[
+                    errors_pb2.OutstandingRetrieval(
+                        retrieval_id=o.retrieval_id, memory_ids=o.memory_ids, procedure_ids=o.procedure_ids
+                    )
+                    for o in error.outstanding
+                ]
+            )
+        )
     elif isinstance(error, e.StorageUnavailable):
         retry = error_details_pb2.RetryInfo()
         retry.retry_delay.FromMilliseconds(500)
@@ -54,8 +61,9 @@ def to_status(error: e.DomainError) -> status_pb2.Status:
         a = any_pb2.Any()
         a.Pack(d)
         packed.append(a)
-    return status_pb2.Status(code=_STATUS.get(type(error), code_pb2.INTERNAL), message=_bounded_message(error.message),
-                             details=packed)
+    return status_pb2.Status(
+        code=_STATUS.get(type(error), code_pb2.INTERNAL), message=_bounded_message(error.message), details=packed
+    )
 
 
 def _bounded_violations(violations: list[e.Violation]) -> list[error_details_pb2.BadRequest.FieldViolation]:
@@ -66,9 +74,15 @@ def _bounded_violations(violations: list[e.Violation]) -> list[error_details_pb2
         fv = error_details_pb2.BadRequest.FieldViolation(field=v.path, description=v.description)
         size += fv.ByteSize() + 3
         if size > _MAX_VIOLATION_BYTES and i < len(violations) - 1:
-            out.append(error_details_pb2.BadRequest.FieldViolation(field=v.path, description=(
-                f"{v.description}; and {len(violations) - i - 1} more violations not listed "
-                "(error details are size-bounded)")))
+            out.append(
+                error_details_pb2.BadRequest.FieldViolation(
+                    field=v.path,
+                    description=(
+                        f"{v.description}; and {len(violations) - i - 1} more violations not listed "
+                        "(error details are size-bounded)"
+                    ),
+                )
+            )
             break
         out.append(fv)
     return out

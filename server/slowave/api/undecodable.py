@@ -7,6 +7,7 @@ this interceptor lets such bytes through the deserializer as an `Undecodable` ma
 handler answers the usual INVALID_ARGUMENT with ErrorInfo INVALID_INPUT and a BadRequest on the
 whole request (path ""), before anything is read or written.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -29,8 +30,9 @@ def _tolerant(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
     def parse(data: bytes) -> Any:
         try:
             return deserialize(data)
-        except Exception as exc:  # noqa: BLE001 - any parse failure means the bytes are not the message
+        except Exception as exc:
             return Undecodable(exc)
+
     return parse
 
 
@@ -40,22 +42,37 @@ class UndecodableRequestInterceptor(grpc.ServerInterceptor):
     def __init__(self, prefix: str = "/slowave.v1.") -> None:
         self.prefix = prefix
 
-    def intercept_service(self, continuation, handler_call_details):  # noqa: ANN001, ANN201
+    def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
-        if (handler is None or handler.unary_unary is None or handler.request_deserializer is None
-                or not handler_call_details.method.startswith(self.prefix)):
+        if (
+            handler is None
+            or handler.unary_unary is None
+            or handler.request_deserializer is None
+            or not handler_call_details.method.startswith(self.prefix)
+        ):
             return handler
         behavior = handler.unary_unary
         message = handler_call_details.method.rsplit("/", 1)[-1] + "Request"
 
-        def checked(request, context):  # noqa: ANN001, ANN202
+        def checked(request, context):
             if isinstance(request, Undecodable):
-                abort(context, to_status(InvalidInput([
-                    Violation("", f"the request bytes are not a valid {message} message (protobuf encoding, UTF-8 strings)")
-                ])))
+                abort(
+                    context,
+                    to_status(
+                        InvalidInput(
+                            [
+                                Violation(
+                                    "",
+                                    f"the request bytes are not a valid {message} message (protobuf encoding, UTF-8 strings)",
+                                )
+                            ]
+                        )
+                    ),
+                )
             return behavior(request, context)
 
         return grpc.unary_unary_rpc_method_handler(
-            checked, request_deserializer=_tolerant(handler.request_deserializer),
+            checked,
+            request_deserializer=_tolerant(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )

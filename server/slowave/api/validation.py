@@ -4,6 +4,7 @@ Each function reads one protobuf request, collects every violation (path in prot
 and either raises InvalidInput with all of them or returns the validated command. Rules that fail
 only one batch item become that item's ItemError instead (spec 6.3, 8.3).
 """
+
 from __future__ import annotations
 
 from google.protobuf.message import Message
@@ -54,7 +55,7 @@ def _page_size(violations: list[Violation], msg: Message) -> int:
     return msg.page_size
 
 
-def _enum(violations: list[Violation], path: str, descriptor, number: int, allowed: tuple[str, ...]) -> str | None:  # noqa: ANN001
+def _enum(violations: list[Violation], path: str, descriptor, number: int, allowed: tuple[str, ...]) -> str | None:
     word = enum_word(descriptor, number)
     if word not in allowed:
         violations.append(Violation(path, f"must be one of: {', '.join(allowed)}"))
@@ -62,7 +63,7 @@ def _enum(violations: list[Violation], path: str, descriptor, number: int, allow
     return word
 
 
-def _timestamp(violations: list[Violation], path: str, msg: Message, field: str):  # noqa: ANN202
+def _timestamp(violations: list[Violation], path: str, msg: Message, field: str):
     if not _has(msg, field):
         return None
     try:
@@ -72,7 +73,7 @@ def _timestamp(violations: list[Violation], path: str, msg: Message, field: str)
         return None
 
 
-def _optional_text(violations: list[Violation], path: str, msg: Message, field: str, **kw) -> str | None:  # noqa: ANN003
+def _optional_text(violations: list[Violation], path: str, msg: Message, field: str, **kw) -> str | None:
     return check_text(violations, path, getattr(msg, field), required=False, **kw) if _has(msg, field) else None
 
 
@@ -90,7 +91,11 @@ def activate_command(req: pb.ActivateRequest) -> ActivateCommand:
         continuity = req.continuity_id.strip()
         if not CONTINUITY_PATTERN.match(continuity):
             v.append(Violation("continuity_id", "must match ^cont_[A-Za-z0-9_-]{32,96}$"))
-    context = normalize_task_context(v, "task_context", struct_to_python(req.task_context)) if _has(req, "task_context") else {}
+    context = (
+        normalize_task_context(v, "task_context", struct_to_python(req.task_context))
+        if _has(req, "task_context")
+        else {}
+    )
     semantic = _optional_text(v, "semantic_context", req, "semantic_context")
     require_no_violations(v)
     return ActivateCommand(task, goal, scope, page_size, continuity, context, semantic)  # type: ignore[arg-type]
@@ -103,7 +108,7 @@ _MEMORY_TYPES = tuple(
 )
 
 
-def _claim(v: list[Violation], prefix: str, content: str | None, type_number: int | None, occurred_at) -> Claim | None:  # noqa: ANN001
+def _claim(v: list[Violation], prefix: str, content: str | None, type_number: int | None, occurred_at) -> Claim | None:
     start = len(v)
     text = check_text(v, f"{prefix}content", content, required=True, limit_bytes=CONTENT_LIMIT_BYTES)
     type_ = _enum(v, f"{prefix}type", res.MemoryType.DESCRIPTOR, type_number or 0, _MEMORY_TYPES)
@@ -126,8 +131,9 @@ def remember_command(req: pb.RememberRequest) -> RememberCommand:
         v.append(Violation("", "either `content` and `type` or `memories` is required"))
     elif scalar:
         occurred = _timestamp(v, "occurred_at", req, "occurred_at")
-        claim = _claim(v, "", req.content if _has(req, "content") else None,
-                       req.type if _has(req, "type") else None, occurred)
+        claim = _claim(
+            v, "", req.content if _has(req, "content") else None, req.type if _has(req, "type") else None, occurred
+        )
         claims = [claim]
     else:
         if _has(req, "occurred_at"):
@@ -178,11 +184,23 @@ def recall_command(req: pb.RecallRequest) -> RecallCommand:
     else:
         query = check_text(v, "query", req.query, required=True)
     page_size = _page_size(v, req)
-    context = normalize_task_context(v, "task_context", struct_to_python(req.task_context)) if _has(req, "task_context") else None
+    context = (
+        normalize_task_context(v, "task_context", struct_to_python(req.task_context))
+        if _has(req, "task_context")
+        else None
+    )
     semantic = _optional_text(v, "semantic_context", req, "semantic_context")
     require_no_violations(v)
-    return RecallCommand(session_id, scope, None, query, page_size, context, semantic,  # type: ignore[arg-type]
-                         "full" if mode == "full" else "references")
+    return RecallCommand(
+        session_id,
+        scope,
+        None,
+        query,
+        page_size,
+        context,
+        semantic,  # type: ignore[arg-type]
+        "full" if mode == "full" else "references",
+    )
 
 
 # ------------------------------------------------------------------------------------------ Feedback
@@ -233,7 +251,7 @@ def _batch_item(i: int, item: pb.FeedbackItem) -> FeedbackItem | ItemError:
     return _item_error(v) if v else parsed
 
 
-def _label(descriptor, msg: Message, field: str, *, optional: bool = True) -> str | None:  # noqa: ANN001
+def _label(descriptor, msg: Message, field: str, *, optional: bool = True) -> str | None:
     """Feedback label fields: an undefined number reads as UNSPECIFIED, a per-target rejection later."""
     if optional and not _has(msg, field):
         return None
@@ -241,32 +259,40 @@ def _label(descriptor, msg: Message, field: str, *, optional: bool = True) -> st
 
 
 def _feedback_item(v: list[Violation], prefix: str, msg: Message, coverage: str) -> FeedbackItem:
-    retrieval_id = check_identifier(v, f"{prefix}retrieval_id", msg.retrieval_id if _has(msg, "retrieval_id") else None,
-                                    required=True)
+    retrieval_id = check_identifier(
+        v, f"{prefix}retrieval_id", msg.retrieval_id if _has(msg, "retrieval_id") else None, required=True
+    )
     memories, procedures = [], []
     if check_list_length(v, f"{prefix}memory_feedback", list(msg.memory_feedback)):
         for j, e in enumerate(msg.memory_feedback):
             p = f"{prefix}memory_feedback[{j}]."
-            memories.append(MemoryEntry(
-                memory_id=check_identifier(v, p + "memory_id", e.memory_id, required=True) or "",
-                assessment=_label(pb.MemoryAssessment.DESCRIPTOR, e, "assessment", optional=False),  # type: ignore[arg-type]
-                stale_reason=_label(pb.StaleReason.DESCRIPTOR, e, "stale_reason"),
-                replacement_memory_id=check_identifier(v, p + "replacement_memory_id", e.replacement_memory_id, required=False)
-                if _has(e, "replacement_memory_id") else None,
-                reason=_optional_text(v, p + "reason", e, "reason"),
-                relevance=_label(pb.Relevance.DESCRIPTOR, e, "relevance"),
-                effect=_label(res.Effect.DESCRIPTOR, e, "effect"),
-            ))
+            memories.append(
+                MemoryEntry(
+                    memory_id=check_identifier(v, p + "memory_id", e.memory_id, required=True) or "",
+                    assessment=_label(pb.MemoryAssessment.DESCRIPTOR, e, "assessment", optional=False),  # type: ignore[arg-type]
+                    stale_reason=_label(pb.StaleReason.DESCRIPTOR, e, "stale_reason"),
+                    replacement_memory_id=check_identifier(
+                        v, p + "replacement_memory_id", e.replacement_memory_id, required=False
+                    )
+                    if _has(e, "replacement_memory_id")
+                    else None,
+                    reason=_optional_text(v, p + "reason", e, "reason"),
+                    relevance=_label(pb.Relevance.DESCRIPTOR, e, "relevance"),
+                    effect=_label(res.Effect.DESCRIPTOR, e, "effect"),
+                )
+            )
     if check_list_length(v, f"{prefix}procedure_feedback", list(msg.procedure_feedback)):
         for j, e in enumerate(msg.procedure_feedback):
             p = f"{prefix}procedure_feedback[{j}]."
-            procedures.append(ProcedureEntry(
-                procedure_id=check_identifier(v, p + "procedure_id", e.procedure_id, required=True) or "",
-                use=_label(pb.ProcedureUse.DESCRIPTOR, e, "use", optional=False),  # type: ignore[arg-type]
-                effect=_label(res.Effect.DESCRIPTOR, e, "effect"),
-                contribution=_optional_text(v, p + "contribution", e, "contribution"),
-                reason=_optional_text(v, p + "reason", e, "reason"),
-            ))
+            procedures.append(
+                ProcedureEntry(
+                    procedure_id=check_identifier(v, p + "procedure_id", e.procedure_id, required=True) or "",
+                    use=_label(pb.ProcedureUse.DESCRIPTOR, e, "use", optional=False),  # type: ignore[arg-type]
+                    effect=_label(res.Effect.DESCRIPTOR, e, "effect"),
+                    contribution=_optional_text(v, p + "contribution", e, "contribution"),
+                    reason=_optional_text(v, p + "reason", e, "reason"),
+                )
+            )
     quality = _optional_text(v, f"{prefix}retrieval_quality", msg, "retrieval_quality")
     missing = clean_text_list(v, f"{prefix}missing", list(msg.missing))
     return FeedbackItem(retrieval_id or "", memories, procedures, quality, missing, coverage)
@@ -291,7 +317,9 @@ def commit_command(req: pb.CommitRequest) -> CommitCommand:
     if not _has(req, "verification"):
         v.append(Violation("verification", "is required"))
     else:
-        status = _enum(v, "verification.status", res.VerificationStatus.DESCRIPTOR, req.verification.status, _VERIFICATION)
+        status = _enum(
+            v, "verification.status", res.VerificationStatus.DESCRIPTOR, req.verification.status, _VERIFICATION
+        )
         vsummary = check_text(v, "verification.summary", req.verification.summary, required=True)
         refs = clean_text_list(v, "verification.evidence_refs", list(req.verification.evidence_refs))
     procedure = None
@@ -299,7 +327,11 @@ def commit_command(req: pb.CommitRequest) -> CommitCommand:
         p = req.procedure
         goal = _optional_text(v, "procedure.goal", p, "goal")
         psummary = _optional_text(v, "procedure.summary", p, "summary")
-        context = normalize_procedure_context(v, "procedure.context", struct_to_python(p.context)) if _has(p, "context") else {}
+        context = (
+            normalize_procedure_context(v, "procedure.context", struct_to_python(p.context))
+            if _has(p, "context")
+            else {}
+        )
         steps = clean_text_list(v, "procedure.steps", list(p.steps))
         caveats = clean_text_list(v, "procedure.caveats", list(p.caveats))
         if not describes_a_method(psummary, steps):
@@ -313,10 +345,20 @@ def commit_command(req: pb.CommitRequest) -> CommitCommand:
         step_status = _enum(v, f"trajectory[{i}].status", pb.TrajectoryStatus.DESCRIPTOR, entry.status, _STATUSES)
         text = None
         if len(entry.summary) > TRAJECTORY_SUMMARY_LIMIT_CHARS:
-            v.append(Violation(f"trajectory[{i}].summary", f"must be at most {TRAJECTORY_SUMMARY_LIMIT_CHARS} characters"))
+            v.append(
+                Violation(f"trajectory[{i}].summary", f"must be at most {TRAJECTORY_SUMMARY_LIMIT_CHARS} characters")
+            )
         else:
-            text = check_text(v, f"trajectory[{i}].summary", entry.summary, required=True, limit_bytes=4 * TRAJECTORY_SUMMARY_LIMIT_CHARS)
+            text = check_text(
+                v,
+                f"trajectory[{i}].summary",
+                entry.summary,
+                required=True,
+                limit_bytes=4 * TRAJECTORY_SUMMARY_LIMIT_CHARS,
+            )
         if kind and text:
-            trajectory.append(TrajectoryStep(kind, text, "unknown" if step_status in (None, "unspecified") else step_status))
+            trajectory.append(
+                TrajectoryStep(kind, text, "unknown" if step_status in (None, "unspecified") else step_status)
+            )
     require_no_violations(v)
     return CommitCommand(session_id, final_goal, outcome, summary, status, vsummary, refs, procedure, trajectory)  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ Keys are 256 random bits, so an unsalted SHA-256 is enough: nobody can brute-for
 random 256-bit value, and an unsalted hash is what lets the database find a key by an indexed
 equality lookup instead of trying every stored salt.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -115,13 +116,16 @@ def parse_key_config(text: str, source: str) -> list[KeyEntry]:
                 raise KeyConfigError(f"{where}: expected '<tenant> <sha256:hex or key>'")
             tenant, credential = fields[0].strip(), fields[1].strip()
             if not is_valid_tenant(tenant):
-                raise KeyConfigError(f"{where}: tenant names are 1-64 characters of [A-Za-z0-9_.-], "
-                                     "starting with a letter or digit")
+                raise KeyConfigError(
+                    f"{where}: tenant names are 1-64 characters of [A-Za-z0-9_.-], starting with a letter or digit"
+                )
             entry = KeyEntry(tenant, credential_hash(credential, where))
             known = entries.get(entry.key_hash)
             if known is not None and known.tenant != tenant:
-                raise KeyConfigError(f"{where}: key {display_hash(entry.key_hash)} is already assigned to "
-                                     f"tenant {known.tenant!r}; a key maps to one tenant")
+                raise KeyConfigError(
+                    f"{where}: key {display_hash(entry.key_hash)} is already assigned to "
+                    f"tenant {known.tenant!r}; a key maps to one tenant"
+                )
             entries[entry.key_hash] = entry
     return list(entries.values())
 
@@ -133,7 +137,9 @@ def merge_key_configs(*lists: list[KeyEntry]) -> tuple[KeyEntry, ...]:
         for entry in entries:
             known = merged.get(entry.key_hash)
             if known is not None and known.tenant != entry.tenant:
-                raise KeyConfigError(f"key {display_hash(entry.key_hash)} is configured for tenants "
-                                     f"{known.tenant!r} and {entry.tenant!r}; a key maps to one tenant")
+                raise KeyConfigError(
+                    f"key {display_hash(entry.key_hash)} is configured for tenants "
+                    f"{known.tenant!r} and {entry.tenant!r}; a key maps to one tenant"
+                )
             merged[entry.key_hash] = entry
     return tuple(merged.values())

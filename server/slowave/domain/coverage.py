@@ -1,4 +1,5 @@
 """Coverage: how silence is read in one feedback call (seed; spec 10.3)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -5,15 +5,28 @@ and its year) and, when a cue names a day, a month or a year, memories that occu
 preferred. Both are read from the calendar date in UTC; nothing depends on the clock, so the same
 cue against the same store ranks the same (spec 12.2 L7).
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 
-MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
-          "october", "november", "december")
+MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
 _MONTH_NUMBER = {m: i + 1 for i, m in enumerate(MONTHS)}
 _MONTH_NUMBER.update({m[:3]: i + 1 for i, m in enumerate(MONTHS)})
 _MONTH_NUMBER["sept"] = 9
@@ -39,7 +52,7 @@ def occurred_on(occurred_at: datetime | None) -> str | None:
     """The calendar date (UTC) a memory occurred on, as stored: `YYYY-MM-DD`."""
     if occurred_at is None:
         return None
-    return occurred_at.astimezone(timezone.utc).date().isoformat()
+    return occurred_at.astimezone(UTC).date().isoformat()
 
 
 @lru_cache(maxsize=4096)
@@ -59,9 +72,11 @@ class Period:
     day: int | None = None
 
     def contains(self, day: str) -> bool:
-        return ((self.year is None or int(day[:4]) == self.year)
-                and (self.month is None or int(day[5:7]) == self.month)
-                and (self.day is None or int(day[8:10]) == self.day))
+        return (
+            (self.year is None or int(day[:4]) == self.year)
+            and (self.month is None or int(day[5:7]) == self.month)
+            and (self.day is None or int(day[8:10]) == self.day)
+        )
 
 
 @lru_cache(maxsize=1024)
@@ -74,8 +89,11 @@ def named_periods(text: str) -> tuple[Period, ...]:
             if any(m.start() < end and start < m.end() for start, end in taken):
                 continue
             parts = m.groupdict()
-            month = int(parts["mnum"]) if parts.get("mnum") else (
-                _MONTH_NUMBER[parts["month"].lower()] if parts.get("month") else None)
+            month = (
+                int(parts["mnum"])
+                if parts.get("mnum")
+                else (_MONTH_NUMBER[parts["month"].lower()] if parts.get("month") else None)
+            )
             day = int(parts["day"]) if parts.get("day") else None
             if day is not None and not 1 <= day <= 31 or month is not None and not 1 <= month <= 12:
                 continue

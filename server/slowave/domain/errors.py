@@ -3,6 +3,7 @@
 A domain error carries its `reason` (ErrorInfo.reason), its lower-snake `code` and whether it is
 `retryable`; the API layer turns it into a gRPC status in one place (slowave.api.status).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

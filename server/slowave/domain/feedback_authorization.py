@@ -4,10 +4,11 @@ Feedback is authorised only for targets the named retrieval actually exposed, an
 be coherent. A failing entry is not an error of the call: it is appended as a rejected row with
 the first failing rule's code, and its valid siblings are still accepted.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from slowave.domain.feedback_entries import UNSPECIFIED, MemoryEntry, ProcedureEntry
 from slowave.domain.identifiers import CANONICAL_MEMORY_ID

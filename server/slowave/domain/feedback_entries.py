@@ -3,6 +3,7 @@
 Label fields hold lowercase value names (`used`, `superseded`, …); `"unspecified"` stands for the
 zero value or any number the contract does not define (spec 13.2), and None for "absent".
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,4 +1,5 @@
 """Identifiers this service mints (spec 3.3). Clients treat them as opaque strings."""
+
 from __future__ import annotations
 
 import re

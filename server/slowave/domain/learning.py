@@ -9,6 +9,7 @@ revised). Procedures keep effective evidence counters. All of it is updated unde
 target's row, in the transaction of the ledger rows that change it, so the stored state always
 equals a replay of the ledger (`slowave-admin learning-replay`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -140,7 +141,9 @@ class EffectiveAssessment:
     effect: str | None
 
 
-def replay_cue_sums(rows: Iterable[EffectiveAssessment], retired_seq: dict[int, int]) -> dict[tuple[int, int], tuple[int, int]]:
+def replay_cue_sums(
+    rows: Iterable[EffectiveAssessment], retired_seq: dict[int, int]
+) -> dict[tuple[int, int], tuple[int, int]]:
     """(memory, cue) -> (sum of units, seq of the latest counted row), recomputed from the ledger:
     what the running sums must equal. Rows at or after a memory's retirement count for nothing;
     neutral assessments carry no unit and leave no trace."""

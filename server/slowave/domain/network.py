@@ -1,4 +1,5 @@
 """Which listen addresses only this machine can reach (the loopback-only rule of an open server)."""
+
 from __future__ import annotations
 
 import ipaddress

@@ -1,4 +1,5 @@
 """Procedure capture at commit (seed; spec 11.3) and the view of a stored procedure."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -20,8 +21,9 @@ def describes_a_method(summary: str | None, steps: list[str]) -> bool:
     return summary is not None or bool(steps)
 
 
-def capture(goal: str | None, final_goal: str, summary: str | None, context: dict,
-            steps: list[str], caveats: list[str]) -> CapturedProcedure:
+def capture(
+    goal: str | None, final_goal: str, summary: str | None, context: dict, steps: list[str], caveats: list[str]
+) -> CapturedProcedure:
     return CapturedProcedure(goal or final_goal, summary or "", context, list(steps), list(caveats))
 
 

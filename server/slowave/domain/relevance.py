@@ -10,6 +10,7 @@ cue says. The service computes BM25 from its own per-scope statistics, so both b
 same numbers. The admission floor (an item whose normalised text the cue contains verbatim is
 always admitted) holds whatever the score says.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,7 +51,7 @@ def stored_counts(stored_terms: str | None) -> tuple[dict[str, int], int]:
     return _profile(stored_terms.split()) if stored_terms else ({}, 0)
 
 
-def word_set(text: str):  # noqa: ANN201 - a set-like view
+def word_set(text: str):
     """Distinct terms of a stored text."""
     return term_counts(text)[0].keys()
 
@@ -138,8 +139,13 @@ def context_term(term: str) -> str:
 
 def statistics_terms(cue_terms: frozenset[str]) -> list[str]:
     """The scope_terms rows a retrieval reads for a cue."""
-    return [TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, TOTAL_CONTEXT_WORDS_TERM,
-            *cue_terms, *(context_term(t) for t in cue_terms)]
+    return [
+        TOTAL_DOCS_TERM,
+        TOTAL_WORDS_TERM,
+        TOTAL_CONTEXT_WORDS_TERM,
+        *cue_terms,
+        *(context_term(t) for t in cue_terms),
+    ]
 
 
 def bm25_idf(total: int, docs: int) -> float:
@@ -168,7 +174,7 @@ class LexicalScorer:
         object.__setattr__(self, "_ideal", sum(present) + absent * min(present, default=0.0))
 
     @classmethod
-    def for_cue(cls, cue: Cue, doc_counts: dict[str, int]) -> "LexicalScorer":
+    def for_cue(cls, cue: Cue, doc_counts: dict[str, int]) -> LexicalScorer:
         total = max(doc_counts.get(TOTAL_DOCS_TERM, 0), 1)
         weights = {}
         for t in cue.token_set:
@@ -214,8 +220,9 @@ class LexicalScorer:
             score += CONTEXT_WEIGHT * self._bm25(ctx_counts, ctx_length, self.average_context_length)
         return score / self._ideal
 
-    def relevance(self, text: str, contained: bool, context: str | None = None, date_words: str = "",
-                  own_terms: str | None = None) -> float:
+    def relevance(
+        self, text: str, contained: bool, context: str | None = None, date_words: str = "", own_terms: str | None = None
+    ) -> float:
         """`contained`: the cue contains the text verbatim (the admission floor)."""
         if contained:
             return 1.0
@@ -258,8 +265,9 @@ def semantic_strength(cosine: float, calibration: SemanticCalibration = MINILM_C
     return calibration.strength(cosine)
 
 
-def fused_relevance(lexical: float, cosine: float | None, name_share: float = 1.0,
-                    calibration: SemanticCalibration = MINILM_CALIBRATION) -> float:
+def fused_relevance(
+    lexical: float, cosine: float | None, name_share: float = 1.0, calibration: SemanticCalibration = MINILM_CALIBRATION
+) -> float:
     """Hybrid relevance: the probabilistic OR of the channels' evidence, 1 − (1 − lex)(1 − sem).
 
     A paraphrase with no shared word is found on meaning alone, and — the semantic evidence being
@@ -325,7 +333,7 @@ class CueNames:
     weights: dict[str, float]
 
     @classmethod
-    def among(cls, cue: Cue, scorer: LexicalScorer, contents: list[str]) -> "CueNames":
+    def among(cls, cue: Cue, scorer: LexicalScorer, contents: list[str]) -> CueNames:
         names = dict.fromkeys(cue_names(cue.primary) + (cue_names(cue.semantic) if cue.semantic else []))
         if not names:
             return cls({})
@@ -363,8 +371,11 @@ def lexical_query(terms: frozenset[str], doc_counts: dict[str, int], budget_docs
     rarest terms together in their own words (the index then streams the newest matches). Terms
     left out still count in relevance, and the containment floor does not depend on them.
     """
-    present = sorted((doc_counts.get(t[:128], 0) + doc_counts.get(context_term(t)[:128], 0), t)
-                     for t in terms if doc_counts.get(t[:128], 0) > 0)
+    present = sorted(
+        (doc_counts.get(t[:128], 0) + doc_counts.get(context_term(t)[:128], 0), t)
+        for t in terms
+        if doc_counts.get(t[:128], 0) > 0
+    )
     if not present:
         return None
     if present[0][0] > budget_docs:

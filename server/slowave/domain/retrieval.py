@@ -14,6 +14,7 @@ this module does I/O. The pieces, in the order a retrieval applies them:
 * `Catalog` — at most `catalog_memories` memories and `catalog_procedures` procedures, frozen
   with their signals and sizes; stored as JSON with the retrieval and read back by pages.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -74,18 +75,25 @@ class CandidateScoring:
     periods: tuple[Period, ...] = field(default=())
 
     @classmethod
-    def for_cue(cls, cue: Cue, doc_counts: dict[str, int], candidates: Iterable[StoredMemory],
-                calibration: SemanticCalibration | None) -> "CandidateScoring":
+    def for_cue(
+        cls,
+        cue: Cue,
+        doc_counts: dict[str, int],
+        candidates: Iterable[StoredMemory],
+        calibration: SemanticCalibration | None,
+    ) -> CandidateScoring:
         lexical = LexicalScorer.for_cue(cue, doc_counts)
         names = CueNames.among(cue, lexical, [m.content for m in candidates]) if calibration is not None else None
         return cls(cue, lexical, names, calibration, named_periods(cue.text))
 
     def lexical(self, memory: StoredMemory, contained: bool) -> float:
-        return self.lexical_scorer.relevance(memory.content, contained, memory.context_terms,
-                                             date_words(memory.occurred_on), memory.own_terms)
+        return self.lexical_scorer.relevance(
+            memory.content, contained, memory.context_terms, date_words(memory.occurred_on), memory.own_terms
+        )
 
-    def admitted(self, memories: dict[int, StoredMemory], contained: set[int],
-                 cosines: dict[int, float]) -> dict[int, float]:
+    def admitted(
+        self, memories: dict[int, StoredMemory], contained: set[int], cosines: dict[int, float]
+    ) -> dict[int, float]:
         """The relevance of each memory the cue admits.
 
         Meaning fills in where words fail: when no candidate carries enough of the cue's words to
@@ -103,15 +111,22 @@ class CandidateScoring:
             relevance = lexical[n]
             if self.names is not None and self.calibration is not None:
                 cosine = cosines.get(n)
-                relevance = fused_relevance(relevance, -1.0 if cosine is None else cosine,
-                                            weight * self.names.share(memory.content), self.calibration)
+                relevance = fused_relevance(
+                    relevance,
+                    -1.0 if cosine is None else cosine,
+                    weight * self.names.share(memory.content),
+                    self.calibration,
+                )
             if admits(self.cue, relevance, memory.content, n in contained):
                 out[n] = precise(prefer_named_dates(relevance, self.periods, memory.occurred_on))
         return out
 
 
-def stand_ins(admitted: dict[int, float], memories: dict[int, StoredMemory],
-              replacement: Callable[[StoredMemory], StoredMemory | None]) -> list[Candidate]:
+def stand_ins(
+    admitted: dict[int, float],
+    memories: dict[int, StoredMemory],
+    replacement: Callable[[StoredMemory], StoredMemory | None],
+) -> list[Candidate]:
     """Admitted memories, each retired-as-superseded one replaced by its active successor (12.3).
 
     A memory admitted on its own keeps its pathway `direct` and the better of its two relevances;
@@ -183,18 +198,31 @@ class Catalog:
     truncated: bool
 
     @classmethod
-    def freeze(cls, memories: list[CatalogMemory], procedures: list[CatalogProcedure], memory_limit: int,
-               procedure_limit: int) -> "Catalog":
+    def freeze(
+        cls, memories: list[CatalogMemory], procedures: list[CatalogProcedure], memory_limit: int, procedure_limit: int
+    ) -> Catalog:
         memories = sorted(memories, key=memory_order)
         procedures = sorted(procedures, key=procedure_order)
-        return cls(memories[:memory_limit], procedures[:procedure_limit], min(len(memories), memory_limit),
-                   len(memories) > memory_limit)
+        return cls(
+            memories[:memory_limit],
+            procedures[:procedure_limit],
+            min(len(memories), memory_limit),
+            len(memories) > memory_limit,
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"memories": [asdict(m) for m in self.memories], "procedures": [asdict(p) for p in self.procedures],
-                "relevant_total": self.relevant_total, "truncated": self.truncated}
+        return {
+            "memories": [asdict(m) for m in self.memories],
+            "procedures": [asdict(p) for p in self.procedures],
+            "relevant_total": self.relevant_total,
+            "truncated": self.truncated,
+        }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Catalog":
-        return cls([CatalogMemory(**m) for m in data["memories"]], [CatalogProcedure(**p) for p in data["procedures"]],
-                   data["relevant_total"], data["truncated"])
+    def from_json(cls, data: dict[str, Any]) -> Catalog:
+        return cls(
+            [CatalogMemory(**m) for m in data["memories"]],
+            [CatalogProcedure(**p) for p in data["procedures"]],
+            data["relevant_total"],
+            data["truncated"],
+        )

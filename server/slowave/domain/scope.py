@@ -1,4 +1,5 @@
 """Scopes (spec 3.2): `kind:id`, trimmed, compared exactly."""
+
 from __future__ import annotations
 
 from slowave.domain.errors import Violation

@@ -1,4 +1,5 @@
 """The informational `session_note` of a commit (seed; spec 11.4)."""
+
 from __future__ import annotations
 
 SESSION_NOTE_MIN_EVENTS = 3

@@ -1,4 +1,5 @@
 """The states of a session (spec 2.1): open until a Commit closes it or the idle reaper reaps it."""
+
 from __future__ import annotations
 
 from enum import StrEnum

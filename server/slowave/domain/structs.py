@@ -3,6 +3,7 @@
 Values arrive as plain Python: dict, list, str, float (or int), bool, and `NULL` for a protobuf
 NullValue (kept distinct from "absent" so the rules can name it).
 """
+
 from __future__ import annotations
 
 import json

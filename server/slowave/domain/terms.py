@@ -7,6 +7,7 @@ Activate and Recall) go through this one function, and the learned adjustment co
 the same terms (spec 12.1). A change of the stop words or the stemmer changes
 `retrieval_policy_version` and needs the full-text index rebuilt (a migration).
 """
+
 from __future__ import annotations
 
 import re
@@ -25,7 +26,8 @@ _WORD = re.compile(r"[^\W_]+")
 # of conversational questions (`what`, `when`, `did`, `ever`, `also`, `really`). Digits and
 # single letters that carry meaning (`3`, `x`) are kept; a cue of only stop words finds only
 # what the admission floor or meaning finds.
-STOP_WORDS = frozenset("""
+STOP_WORDS = frozenset(
+    """
 a about above after again against ago all almost also although always am among an and another any
 anybody anyone anything anyway anywhere are aren aren't around as at
 be became because become been before being below beside besides between both but by
@@ -51,7 +53,8 @@ very via
 was wasn wasn't we were weren weren't what whatever when whenever where whereas wherever whether which while who whoever whole whom whose why will with within without won won't would wouldn wouldn't
 yet you your yours yourself yourselves
 d ll m re ve
-""".split())
+""".split()
+)
 
 
 _local = threading.local()

@@ -1,4 +1,5 @@
 """Text rules shared by every request: nonblank, byte and character limits, claim equivalence."""
+
 from __future__ import annotations
 
 import re

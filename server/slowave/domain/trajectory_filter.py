@@ -3,6 +3,7 @@
 The seed says entries that narrate Slowave's own lifecycle are silently dropped. The detector is
 exact on purpose, so that genuine task steps that merely mention Slowave survive.
 """
+
 from __future__ import annotations
 
 import re

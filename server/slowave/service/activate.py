@@ -1,4 +1,5 @@
 """Activate: open a session for a task and return the first page of what fits it (spec 5)."""
+
 from __future__ import annotations
 
 from slowave.domain.errors import InvalidInput, ScopeMismatch, Violation
@@ -41,23 +42,57 @@ def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> r.Activa
         cold = not repo.scope_has_active_memory(tenant, cmd.scope)
         session_id = new_session_id()
         repo.insert_session(
-            id=session_id, tenant=tenant, scope=cmd.scope, task=cmd.task, initial_goal=cmd.initial_goal,
-            task_context=cmd.task_context, continuity_id=continuity_id, state=SessionState.OPEN, feedback_status="pending",
-            started_at=now, last_activity_at=now, recall_calls=0, session_events=1,  # the activation event
+            id=session_id,
+            tenant=tenant,
+            scope=cmd.scope,
+            task=cmd.task,
+            initial_goal=cmd.initial_goal,
+            task_context=cmd.task_context,
+            continuity_id=continuity_id,
+            state=SessionState.OPEN,
+            feedback_status="pending",
+            started_at=now,
+            last_activity_at=now,
+            recall_calls=0,
+            session_events=1,  # the activation event
             completion_recorded=False,
         )
         cue_id = cue_number(repo, tenant, cue)
-        catalog = build_catalog(repo, tenant, cmd.scope, cue, cue_id, cmd.task_context, limits, ctx.semantic, query_vector)
+        catalog = build_catalog(
+            repo, tenant, cmd.scope, cue, cue_id, cmd.task_context, limits, ctx.semantic, query_vector
+        )
         retrieval_id = new_activation_id()
-        retrieval = new_retrieval(repo, retrieval_id, tenant, session_id, "activation", cmd.scope, now,
-                                  cmd.page_size, policy_version(ctx.semantic, limits), catalog, cue_id)
+        retrieval = new_retrieval(
+            repo,
+            retrieval_id,
+            tenant,
+            session_id,
+            "activation",
+            cmd.scope,
+            now,
+            cmd.page_size,
+            policy_version(ctx.semantic, limits),
+            catalog,
+            cue_id,
+        )
         page = serve_page(repo, tenant, retrieval, 0, 0, limits, fresh=True).page
-        warnings = (fragmentation_warning(repo, tenant, cmd.scope) if cold else []) + cue_warnings(repo, tenant, cmd.scope, cue)
+        warnings = (fragmentation_warning(repo, tenant, cmd.scope) if cold else []) + cue_warnings(
+            repo, tenant, cmd.scope, cue
+        )
         warnings += page.warnings
     return r.ActivateResponse(
-        retrieval_id=retrieval_id, session_id=session_id, memory_state="cold_start" if cold else "available",
-        memories=page.memories, procedures=page.procedures, warnings=warnings, continuity_id=continuity_id,
-        continuity_state=continuity_state, retrieval_policy_version=page.retrieval_policy_version,
-        relevant_total=page.relevant_total, catalog_truncated=page.catalog_truncated,
-        more_available=page.more_available, continue_from=page.continue_from, accessible_field=page.accessible_field,
+        retrieval_id=retrieval_id,
+        session_id=session_id,
+        memory_state="cold_start" if cold else "available",
+        memories=page.memories,
+        procedures=page.procedures,
+        warnings=warnings,
+        continuity_id=continuity_id,
+        continuity_state=continuity_state,
+        retrieval_policy_version=page.retrieval_policy_version,
+        relevant_total=page.relevant_total,
+        catalog_truncated=page.catalog_truncated,
+        more_available=page.more_available,
+        continue_from=page.continue_from,
+        accessible_field=page.accessible_field,
     )

@@ -1,4 +1,5 @@
 """Validated requests: what the API layer hands the use cases after the shape rules passed."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,4 +1,5 @@
 """Commit: close the task, or update an ended session (seed; spec 2.5, 9, 11)."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -60,19 +61,29 @@ def session_exposure(repo: Repository, session_id: str) -> list[RetrievalExposur
 
 def _completion(cmd: CommitCommand) -> dict:
     return {
-        "final_goal": cmd.final_goal, "outcome": cmd.outcome, "outcome_summary": cmd.outcome_summary,
-        "verification": {"status": cmd.verification_status, "summary": cmd.verification_summary,
-                         "evidence_refs": list(cmd.evidence_refs)},
+        "final_goal": cmd.final_goal,
+        "outcome": cmd.outcome,
+        "outcome_summary": cmd.outcome_summary,
+        "verification": {
+            "status": cmd.verification_status,
+            "summary": cmd.verification_summary,
+            "evidence_refs": list(cmd.evidence_refs),
+        },
         "feedback_status": "complete",
     }
 
 
-def _close(repo: Repository, tenant: str, session: Row, cmd: CommitCommand, steps: list[TrajectoryStep],
-           now: datetime) -> r.CommitResponse:
+def _close(
+    repo: Repository, tenant: str, session: Row, cmd: CommitCommand, steps: list[TrajectoryStep], now: datetime
+) -> r.CommitResponse:
     _store_trajectory(repo, tenant, session.id, steps, now)
     values = _completion(cmd)
-    values.update(state=SessionState.CLOSED, ended_at=now, completion_recorded=True,
-                  trajectory_stored=len(steps) if steps else None)
+    values.update(
+        state=SessionState.CLOSED,
+        ended_at=now,
+        completion_recorded=True,
+        trajectory_stored=len(steps) if steps else None,
+    )
     if cmd.procedure is not None:
         values["procedure_id"] = _store_procedure(repo, tenant, session, cmd, now)
     repo.update_session(session.id, **values)
@@ -82,8 +93,9 @@ def _close(repo: Repository, tenant: str, session: Row, cmd: CommitCommand, step
     return r.CommitResponse(session.id, True, "closed", cmd.outcome, cmd.verification_status, "complete", formed)
 
 
-def _update(repo: Repository, tenant: str, session: Row, cmd: CommitCommand, steps: list[TrajectoryStep],
-            now: datetime) -> r.CommitResponse:
+def _update(
+    repo: Repository, tenant: str, session: Row, cmd: CommitCommand, steps: list[TrajectoryStep], now: datetime
+) -> r.CommitResponse:
     values = _completion(cmd)
     formed, ignored = 0, None
     if session.state == SessionState.REAPED and session.trajectory_stored is None and steps:
@@ -99,18 +111,39 @@ def _update(repo: Repository, tenant: str, session: Row, cmd: CommitCommand, ste
     if cmd.procedure is not None:
         values["procedure_id"] = _store_procedure(repo, tenant, session, cmd, now)
     repo.update_session(session.id, **values)
-    summary_changed = session.outcome_summary is None or normalize_claim(session.outcome_summary) != normalize_claim(cmd.outcome_summary)
+    summary_changed = session.outcome_summary is None or normalize_claim(session.outcome_summary) != normalize_claim(
+        cmd.outcome_summary
+    )
     if formed or summary_changed:
         repo.enqueue_consolidation(tenant, session.id, now)
-    return r.CommitResponse(session.id, True, "updated", cmd.outcome, cmd.verification_status, "complete", formed,
-                            already_ended=True, trajectory_ignored=ignored)
+    return r.CommitResponse(
+        session.id,
+        True,
+        "updated",
+        cmd.outcome,
+        cmd.verification_status,
+        "complete",
+        formed,
+        already_ended=True,
+        trajectory_ignored=ignored,
+    )
 
 
-def _store_trajectory(repo: Repository, tenant: str, session_id: str, steps: list[TrajectoryStep], now: datetime) -> list[int]:
+def _store_trajectory(
+    repo: Repository, tenant: str, session_id: str, steps: list[TrajectoryStep], now: datetime
+) -> list[int]:
     """Stored as agent-reported source events, in order, with position, kind, status and summary."""
     return [
-        repo.insert_source_event(tenant=tenant, session_id=session_id, kind="trajectory", content=step.summary,
-                                 recorded_at=now, position=i, entry_kind=step.kind, entry_status=step.status)
+        repo.insert_source_event(
+            tenant=tenant,
+            session_id=session_id,
+            kind="trajectory",
+            content=step.summary,
+            recorded_at=now,
+            position=i,
+            entry_kind=step.kind,
+            entry_status=step.status,
+        )
         for i, step in enumerate(steps)
     ]
 
@@ -120,10 +153,19 @@ def _store_procedure(repo: Repository, tenant: str, session: Row, cmd: CommitCom
     proc = cmd.procedure
     assert proc is not None
     pid = make_procedure_id(session.id)
-    values = dict(goal=proc.goal, summary=proc.summary, context=proc.context, steps=proc.steps,
-                  caveats=proc.caveats, applicability_text=applicability_text(proc.goal, session.task), updated_at=now)
+    values = dict(
+        goal=proc.goal,
+        summary=proc.summary,
+        context=proc.context,
+        steps=proc.steps,
+        caveats=proc.caveats,
+        applicability_text=applicability_text(proc.goal, session.task),
+        updated_at=now,
+    )
     if repo.get_procedure(tenant, pid, lock=True) is None:
-        repo.insert_procedure(id=pid, tenant=tenant, scope=session.scope, session_id=session.id, created_at=now, **values)
+        repo.insert_procedure(
+            id=pid, tenant=tenant, scope=session.scope, session_id=session.id, created_at=now, **values
+        )
     else:
         repo.update_procedure(pid, **values)
     return pid

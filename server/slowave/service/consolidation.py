@@ -4,6 +4,7 @@ Runs without any language model. Each queue entry is taken exactly once (row loc
 selection on PostgreSQL; SQLite transactions hold the write lock). Remembered memories and their
 learning state are never modified.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,7 +32,7 @@ def consolidate_pending(ctx: ServiceContext, limit: int | None = None) -> int:
     return done
 
 
-def consolidate_session(repo: Repository, tenant: str, session_id: str, now, semantic=None) -> None:  # noqa: ANN001
+def consolidate_session(repo: Repository, tenant: str, session_id: str, now, semantic=None) -> None:
     session = repo.get_session(tenant, session_id, lock=True)
     if session is None or not session.outcome_summary:
         return  # a reaped session without an outcome summary yields no derived memory
@@ -42,8 +43,15 @@ def consolidate_session(repo: Repository, tenant: str, session_id: str, now, sem
     if existing is not None:
         number, created = existing.number, False
     else:
-        number = repo.insert_memory(tenant=tenant, scope=session.scope, type_="lesson", content=summary,
-                                    source_kind="consolidated", source_session_id=session.id, now=now)
+        number = repo.insert_memory(
+            tenant=tenant,
+            scope=session.scope,
+            type_="lesson",
+            content=summary,
+            source_kind="consolidated",
+            source_session_id=session.id,
+            now=now,
+        )
         created = True
         if semantic is not None:  # background work: embedding inside its transaction is acceptable here
             repo.insert_vector(number, tenant, session.scope, semantic.encoder.encoder_id, semantic.embed([summary])[0])
@@ -54,23 +62,40 @@ def consolidate_session(repo: Repository, tenant: str, session_id: str, now, sem
             _let_go_of_old_summary(repo, tenant, session.id, link, number, now)
 
 
-def _let_go_of_old_summary(repo: Repository, tenant: str, session_id: str, link, new_number: int, now) -> None:  # noqa: ANN001
+def _let_go_of_old_summary(repo: Repository, tenant: str, session_id: str, link, new_number: int, now) -> None:
     """An updated summary replaces the old derived memory only if nothing else stands behind it."""
     old = repo.get_memory(tenant, link.memory_number, lock=True)
     sole_source = (
-        old is not None and old.status == "active" and link.created_by_session
-        and repo.memory_link_count(old.number) == 1 and not repo.memory_has_remembered_source(old.number)
+        old is not None
+        and old.status == "active"
+        and link.created_by_session
+        and repo.memory_link_count(old.number) == 1
+        and not repo.memory_has_remembered_source(old.number)
     )
     if sole_source:
         # Feedback locks the memory's row before appending its rows, so every later row for it
         # gets a higher seq than any visible now.
-        repo.retire_memory(old.number, stale_reason="superseded", superseded_by=new_number, now=now,
-                           retired_seq=repo.max_ledger_seq() + 1)
+        repo.retire_memory(
+            old.number,
+            stale_reason="superseded",
+            superseded_by=new_number,
+            now=now,
+            retired_seq=repo.max_ledger_seq() + 1,
+        )
         repo.append_feedback_row(
-            event_id=new_feedback_event_id(), tenant=tenant, retrieval_id="", session_id=session_id,
-            target_kind="memory", target_id=memory_id(old.number), accepted=True, service_authored=True,
-            assessment="stale", stale_reason="superseded", replacement_memory_id=memory_id(new_number),
-            reason="the session's outcome summary was updated", recorded_at=now,
+            event_id=new_feedback_event_id(),
+            tenant=tenant,
+            retrieval_id="",
+            session_id=session_id,
+            target_kind="memory",
+            target_id=memory_id(old.number),
+            accepted=True,
+            service_authored=True,
+            assessment="stale",
+            stale_reason="superseded",
+            replacement_memory_id=memory_id(new_number),
+            reason="the session's outcome summary was updated",
+            recorded_at=now,
         )
     repo.unlink_session_memory(session_id, link.memory_number)
 
@@ -99,7 +124,7 @@ class Consolidator:
                 return
             try:
                 consolidate_pending(self.ctx)
-            except Exception:  # noqa: BLE001 - retried at the next poll
+            except Exception:
                 log.exception("consolidation failed")
 
     def stop(self) -> None:
@@ -107,5 +132,3 @@ class Consolidator:
         self._wake.set()
         if self._thread:
             self._thread.join(timeout=10)
-
-

@@ -1,4 +1,5 @@
 """What every use case needs: the database, the clock, the settings."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -17,5 +18,5 @@ class ServiceContext:
     db: Database
     settings: Settings = field(default_factory=Settings)
     clock: Clock = field(default_factory=SystemClock)
-    semantic: "SemanticChannel | None" = None
+    semantic: SemanticChannel | None = None
     """The optional embedding channel; None means lexical-only retrieval."""

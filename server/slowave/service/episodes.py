@@ -1,4 +1,5 @@
 """Forming episodes from a session's source events (spec 11.5)."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -9,6 +10,7 @@ from slowave.storage.repository import Repository
 
 def form_episodes(repo: Repository, tenant: str, session_id: str, event_numbers: list[int], now: datetime) -> int:
     for current, previous in pair_events(event_numbers):
-        repo.insert_episode(tenant=tenant, session_id=session_id, event_number=current,
-                            previous_event_number=previous, created_at=now)
+        repo.insert_episode(
+            tenant=tenant, session_id=session_id, event_number=current, previous_event_number=previous, created_at=now
+        )
     return len(event_numbers)

@@ -3,6 +3,7 @@
 Each scalar call or batch item is one transaction holding the retrieval's lock, so the rows of one
 retrieval event have a single ledger order, and "first accepted explicit row" is well defined.
 """
+
 from __future__ import annotations
 
 import logging
@@ -58,7 +59,7 @@ def _batch_item(ctx: ServiceContext, tenant: str, item: FeedbackItem | r.ItemErr
             return record_item(repo, tenant, retrieval, item, ctx.clock.now())
     except DomainError as exc:
         return r.ItemError(exc.code, exc.message, exc.retryable)
-    except Exception:  # noqa: BLE001 - reported as the item's internal_error, siblings proceed
+    except Exception:
         log.exception("feedback batch item failed")
         return r.ItemError("internal_error", "the item could not be recorded; retry it", True)
 
@@ -92,7 +93,9 @@ def record_item(repo: Repository, tenant: str, retrieval: Row, item: FeedbackIte
     for entry in item.memory_feedback:
         target = ("memory", entry.memory_id)
         rejection = memory_entry_rejection(
-            entry, exposed=target in exposed, retrieval_scope=retrieval.scope,
+            entry,
+            exposed=target in exposed,
+            retrieval_scope=retrieval.scope,
             lookup_replacement=lambda rid: _replacement_state(repo, tenant, rid),
         )
         if rejection:
@@ -130,17 +133,24 @@ def record_item(repo: Repository, tenant: str, retrieval: Row, item: FeedbackIte
         recorded_at = now
 
     return r.FeedbackRecord(
-        retrieval_id=retrieval.id, session_id=retrieval.session_id, requested_coverage=item.coverage,
+        retrieval_id=retrieval.id,
+        session_id=retrieval.session_id,
+        requested_coverage=item.coverage,
         coverage="complete" if item.coverage == "complete" and result.declaration_accepted else "partial",
-        accepted_event_ids=accepted_ids, rejected=call.rejected,
-        implicitly_assessed=_target_ids(result.implicit), outstanding=_target_ids(result.outstanding),
-        applied=_applied(repo, tenant, call), retrieval_quality=item.retrieval_quality, missing=list(item.missing),
+        accepted_event_ids=accepted_ids,
+        rejected=call.rejected,
+        implicitly_assessed=_target_ids(result.implicit),
+        outstanding=_target_ids(result.outstanding),
+        applied=_applied(repo, tenant, call),
+        retrieval_quality=item.retrieval_quality,
+        missing=list(item.missing),
         recorded_at=recorded_at,
     )
 
 
-def _accept_memory_entry(repo: Repository, tenant: str, row: "_RowWriter", call: _Call, entry: MemoryEntry,
-                         effective: dict, now: datetime) -> None:
+def _accept_memory_entry(
+    repo: Repository, tenant: str, row: _RowWriter, call: _Call, entry: MemoryEntry, effective: dict, now: datetime
+) -> None:
     target = ("memory", entry.memory_id)
     number = memory_number(entry.memory_id)
     memory = repo.get_memory(tenant, number, lock=True) if number is not None else None
@@ -163,18 +173,26 @@ def _accept_memory_entry(repo: Repository, tenant: str, row: "_RowWriter", call:
             repo.add_cue_units(memory.number, call.cue, unit, row.last_seq)
     if entry.assessment == "stale" and active:  # the first terminal assessment wins
         replacement = memory_number(entry.replacement_memory_id) if entry.replacement_memory_id else None
-        repo.retire_memory(memory.number, stale_reason=entry.stale_reason or "", superseded_by=replacement, now=now,
-                           retired_seq=row.last_seq)
+        repo.retire_memory(
+            memory.number,
+            stale_reason=entry.stale_reason or "",
+            superseded_by=replacement,
+            now=now,
+            retired_seq=row.last_seq,
+        )
         call.retired.append(entry.memory_id)
         if entry.stale_reason == "superseded" and entry.replacement_memory_id:
             call.replacements.append(f"{entry.memory_id}->{entry.replacement_memory_id}")
 
 
-def _accept_procedure_entry(repo: Repository, tenant: str, row: "_RowWriter", call: _Call, entry: ProcedureEntry,
-                            effective: dict) -> None:
+def _accept_procedure_entry(
+    repo: Repository, tenant: str, row: _RowWriter, call: _Call, entry: ProcedureEntry, effective: dict
+) -> None:
     target = ("procedure", entry.procedure_id)
     first = effective.get(target) is None
-    call.accepted_explicit.append(row.accepted("procedure", entry.procedure_id, _procedure_fields(entry), effective=first))
+    call.accepted_explicit.append(
+        row.accepted("procedure", entry.procedure_id, _procedure_fields(entry), effective=first)
+    )
     if first:
         effective[target] = row.last_seq
         repo.mark_exposure(row.retrieval.id, "procedure", entry.procedure_id, covered=True, effective_seq=row.last_seq)
@@ -194,7 +212,9 @@ def _applied(repo: Repository, tenant: str, call: _Call) -> r.Applied:
         if mid in call.retired:
             continue
         number = memory_number(mid)
-        after = learned_adjustment(repo, repo.get_memory(tenant, number), call.cue, call.cue_terms) if number else before
+        after = (
+            learned_adjustment(repo, repo.get_memory(tenant, number), call.cue, call.cue_terms) if number else before
+        )
         getattr(applied, applied_bucket(before, after)).append(mid)
     return applied
 
@@ -206,8 +226,14 @@ def _replacement_state(repo: Repository, tenant: str, replacement_id: str) -> Re
 
 
 def _memory_fields(e: MemoryEntry) -> dict:
-    return {"assessment": e.assessment, "stale_reason": e.stale_reason, "replacement_memory_id": e.replacement_memory_id,
-            "reason": e.reason, "relevance": e.relevance, "effect": e.effect}
+    return {
+        "assessment": e.assessment,
+        "stale_reason": e.stale_reason,
+        "replacement_memory_id": e.replacement_memory_id,
+        "reason": e.reason,
+        "relevance": e.relevance,
+        "effect": e.effect,
+    }
 
 
 def _procedure_fields(e: ProcedureEntry) -> dict:
@@ -229,17 +255,27 @@ class _RowWriter:
         self.repo, self.tenant, self.retrieval, self.now = repo, tenant, retrieval, now
         self.last_seq: int | None = None
 
-    def _append(self, kind: str, target_id: str, accepted: bool, fields: dict, **flags) -> str:  # noqa: ANN003
+    def _append(self, kind: str, target_id: str, accepted: bool, fields: dict, **flags) -> str:
         event_id = new_feedback_event_id()
         previous = self.repo.last_accepted_seq(self.retrieval.id, kind, target_id) if accepted else None
         self.last_seq = self.repo.append_feedback_row(
-            event_id=event_id, tenant=self.tenant, retrieval_id=self.retrieval.id,
-            session_id=self.retrieval.session_id, target_kind=kind, target_id=target_id, accepted=accepted,
-            previous_accepted_seq=previous, recorded_at=self.now, **fields, **flags,
+            event_id=event_id,
+            tenant=self.tenant,
+            retrieval_id=self.retrieval.id,
+            session_id=self.retrieval.session_id,
+            target_kind=kind,
+            target_id=target_id,
+            accepted=accepted,
+            previous_accepted_seq=previous,
+            recorded_at=self.now,
+            **fields,
+            **flags,
         )
         return event_id
 
-    def accepted(self, kind: str, target_id: str, fields: dict, *, implicit: bool = False, effective: bool = False) -> str:
+    def accepted(
+        self, kind: str, target_id: str, fields: dict, *, implicit: bool = False, effective: bool = False
+    ) -> str:
         return self._append(kind, target_id, True, fields, implicit=implicit, effective=effective)
 
     def implicitly_accepted(self, targets: list[tuple[str, str]]) -> list[str]:
@@ -247,16 +283,28 @@ class _RowWriter:
         if not targets:
             return []
         previous = self.repo.last_accepted_seqs(self.retrieval.id)
-        rows = [dict(
-            event_id=new_feedback_event_id(), tenant=self.tenant, retrieval_id=self.retrieval.id,
-            session_id=self.retrieval.session_id, target_kind=kind, target_id=target_id, accepted=True,
-            previous_accepted_seq=previous.get((kind, target_id)), recorded_at=self.now, implicit=True,
-            assessment="not_used" if kind == "memory" else None,
-            use=None if kind == "memory" else "not_used", effect=None if kind == "memory" else "unknown",
-        ) for kind, target_id in targets]
+        rows = [
+            dict(
+                event_id=new_feedback_event_id(),
+                tenant=self.tenant,
+                retrieval_id=self.retrieval.id,
+                session_id=self.retrieval.session_id,
+                target_kind=kind,
+                target_id=target_id,
+                accepted=True,
+                previous_accepted_seq=previous.get((kind, target_id)),
+                recorded_at=self.now,
+                implicit=True,
+                assessment="not_used" if kind == "memory" else None,
+                use=None if kind == "memory" else "not_used",
+                effect=None if kind == "memory" else "unknown",
+            )
+            for kind, target_id in targets
+        ]
         self.repo.append_feedback_rows(rows)
         return [row["event_id"] for row in rows]
 
     def rejected(self, kind: str, target_id: str, rejection: Rejection, fields: dict) -> str:
-        return self._append(kind, target_id, False, fields, rejection_reason=rejection.reason,
-                            rejection_field=rejection.field)
+        return self._append(
+            kind, target_id, False, fields, rejection_reason=rejection.reason, rejection_field=rejection.field
+        )

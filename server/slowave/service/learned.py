@@ -1,4 +1,5 @@
 """Reading a memory's learned adjustment for a cue (spec 12.1) out of the stored evidence."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -7,12 +8,14 @@ from slowave.domain.learning import learned_for_cue
 from slowave.storage.repository import Repository
 
 
-def learned_adjustments(repo: Repository, rows: Iterable, cue: int | None, cue_terms: frozenset[str]) -> dict[int, float]:
+def learned_adjustments(
+    repo: Repository, rows: Iterable, cue: int | None, cue_terms: frozenset[str]
+) -> dict[int, float]:
     """number -> learned(m, q) for the memories (rows with `number`, `positive_cues`,
     `negative_cues`) that have any evidence; the others' adjustment is 0."""
     counts = {r.number: (r.positive_cues, r.negative_cues) for r in rows if r.positive_cues or r.negative_cues}
     return {n: learned_for_cue(e, cue_terms) for n, e in repo.memory_evidence(counts, cue).items()}
 
 
-def learned_adjustment(repo: Repository, row, cue: int | None, cue_terms: frozenset[str]) -> float:  # noqa: ANN001
+def learned_adjustment(repo: Repository, row, cue: int | None, cue_terms: frozenset[str]) -> float:
     return learned_adjustments(repo, [row], cue, cue_terms).get(row.number, 0.0)

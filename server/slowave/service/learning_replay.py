@@ -1,6 +1,7 @@
 """Replay equals state: recompute every memory's per-cue evidence from the ledger and compare it
 with the running sums Feedback maintains (spec 12: learning is a deterministic function of the
 accepted ledger rows)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -27,11 +28,14 @@ def replay_learning(ctx: ServiceContext, *, repair: bool = False) -> ReplayRepor
         for key in sorted(set(replayed) | set(stored)):
             if replayed.get(key) != stored.get(key):
                 report.differences.append(
-                    f"memory {key[0]} cue {key[1]}: stored (units, last_seq) {stored.get(key)}, ledger {replayed.get(key)}")
+                    f"memory {key[0]} cue {key[1]}: stored (units, last_seq) {stored.get(key)}, ledger {replayed.get(key)}"
+                )
         for memory in sorted(set(counts) | set(stored_counts)):
             if counts.get(memory, (0, 0)) != stored_counts.get(memory, (0, 0)):
-                report.differences.append(f"memory {memory}: stored (positive_cues, negative_cues) "
-                                          f"{stored_counts.get(memory, (0, 0))}, ledger {counts.get(memory, (0, 0))}")
+                report.differences.append(
+                    f"memory {memory}: stored (positive_cues, negative_cues) "
+                    f"{stored_counts.get(memory, (0, 0))}, ledger {counts.get(memory, (0, 0))}"
+                )
         if repair and report.differences:
             repo.replace_cue_sums(replayed, counts)
             report.repaired = True

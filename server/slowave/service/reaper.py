@@ -1,4 +1,5 @@
 """The idle-session reaper (seed; spec 2.4): closes sessions nobody commits."""
+
 from __future__ import annotations
 
 import logging
@@ -39,8 +40,9 @@ def reap_idle_sessions(ctx: ServiceContext) -> Sweep:
             for session in idle:
                 # No feedback enforcement, no goal, summary, verification, procedure or trajectory;
                 # episodes are still formed from the remembered claims.
-                repo.update_session(session.id, state=SessionState.REAPED, ended_at=now, outcome="unknown",
-                                    feedback_status="incomplete")
+                repo.update_session(
+                    session.id, state=SessionState.REAPED, ended_at=now, outcome="unknown", feedback_status="incomplete"
+                )
                 events = [e.number for e in repo.session_source_events(session.id, kind="claim")]
                 form_episodes(repo, session.tenant, session.id, events, now)
                 reaped.append(session.id)
@@ -51,7 +53,7 @@ def reap_idle_sessions(ctx: ServiceContext) -> Sweep:
 class Reaper:
     """Sweeps every min(120, max(1, timeout / 2)) seconds in a daemon thread."""
 
-    def __init__(self, ctx: ServiceContext, on_reaped=None) -> None:  # noqa: ANN001
+    def __init__(self, ctx: ServiceContext, on_reaped=None) -> None:
         self.ctx = ctx
         self.on_reaped = on_reaped
         self._stop = threading.Event()
@@ -69,11 +71,14 @@ class Reaper:
             try:
                 sweep = reap_idle_sessions(self.ctx)
                 if sweep.session_ids:
-                    log.info("reaped %d idle session(s), %d exposed target(s) left unassessed",
-                             len(sweep.session_ids), sum(sweep.unassessed.values()))
+                    log.info(
+                        "reaped %d idle session(s), %d exposed target(s) left unassessed",
+                        len(sweep.session_ids),
+                        sum(sweep.unassessed.values()),
+                    )
                     if self.on_reaped:
                         self.on_reaped(sweep)
-            except Exception:  # noqa: BLE001 - a failed sweep is retried at the next interval
+            except Exception:
                 log.exception("reaper sweep failed")
 
     def stop(self) -> None:

@@ -1,4 +1,5 @@
 """Recall: a fresh lookup (new retrieval event) or the next page of an earlier one (spec 7)."""
+
 from __future__ import annotations
 
 from slowave.domain.errors import CursorNotFound, DomainError, InvalidInput
@@ -40,7 +41,9 @@ def recall(ctx: ServiceContext, tenant: str, cmd: RecallCommand) -> r.RecallResp
             context = session.task_context
             if cmd.task_context is not None:
                 violations: list = []
-                context = normalize_task_context(violations, "task_context", merge_task_context(session.task_context, cmd.task_context))
+                context = normalize_task_context(
+                    violations, "task_context", merge_task_context(session.task_context, cmd.task_context)
+                )
                 if violations:
                     refusal = InvalidInput(violations)
                 else:
@@ -48,9 +51,22 @@ def recall(ctx: ServiceContext, tenant: str, cmd: RecallCommand) -> r.RecallResp
         if refusal is None:
             assert cue is not None
             cue_id = cue_number(repo, tenant, cue)
-            catalog = build_catalog(repo, tenant, session.scope, cue, cue_id, context, limits, ctx.semantic, query_vector)
-            retrieval = new_retrieval(repo, new_recall_id(), tenant, session.id, "recall", session.scope, now,
-                                      cmd.page_size, policy_version(ctx.semantic, limits), catalog, cue_id)
+            catalog = build_catalog(
+                repo, tenant, session.scope, cue, cue_id, context, limits, ctx.semantic, query_vector
+            )
+            retrieval = new_retrieval(
+                repo,
+                new_recall_id(),
+                tenant,
+                session.id,
+                "recall",
+                session.scope,
+                now,
+                cmd.page_size,
+                policy_version(ctx.semantic, limits),
+                catalog,
+                cue_id,
+            )
             repo.add_session_events(session.id, 1)  # the recall event
             served = serve_page(repo, tenant, retrieval, 0, 0, limits, fresh=True)
             evidence, truncated = evidence_records(repo, served.memory_numbers, cmd.evidence_mode == "full")
@@ -59,11 +75,22 @@ def recall(ctx: ServiceContext, tenant: str, cmd: RecallCommand) -> r.RecallResp
     raise refusal
 
 
-def _response(session_id: str, page: r.Page, evidence: list, mode: str, truncated: bool, warnings: list) -> r.RecallResponse:
+def _response(
+    session_id: str, page: r.Page, evidence: list, mode: str, truncated: bool, warnings: list
+) -> r.RecallResponse:
     return r.RecallResponse(
-        retrieval_id=page.retrieval_id, session_id=session_id, retrieval_policy_version=page.retrieval_policy_version,
-        relevant_total=page.relevant_total, catalog_truncated=page.catalog_truncated, memories=page.memories,
-        procedures=page.procedures, more_available=page.more_available, continue_from=page.continue_from,
-        accessible_field=page.accessible_field, evidence=evidence, evidence_mode=mode, evidence_truncated=truncated,
+        retrieval_id=page.retrieval_id,
+        session_id=session_id,
+        retrieval_policy_version=page.retrieval_policy_version,
+        relevant_total=page.relevant_total,
+        catalog_truncated=page.catalog_truncated,
+        memories=page.memories,
+        procedures=page.procedures,
+        more_available=page.more_available,
+        continue_from=page.continue_from,
+        accessible_field=page.accessible_field,
+        evidence=evidence,
+        evidence_mode=mode,
+        evidence_truncated=truncated,
         warnings=warnings,
     )

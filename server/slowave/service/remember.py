@@ -1,4 +1,5 @@
 """Remember: store durable, standalone claims in the session's scope (spec 6)."""
+
 from __future__ import annotations
 
 import logging
@@ -47,8 +48,9 @@ class ClaimStore:
     """Stores claims of one session: MATCHED when an equivalent active claim exists (same scope and
     type, spec 6.3), else CREATED; one source event per claim. Works on a whole batch at once."""
 
-    def __init__(self, repo: Repository, tenant: str, session_id: str, scope: str, now: datetime,
-                 encoder_id: str | None) -> None:
+    def __init__(
+        self, repo: Repository, tenant: str, session_id: str, scope: str, now: datetime, encoder_id: str | None
+    ) -> None:
         self.repo, self.tenant, self.session_id, self.scope, self.now = repo, tenant, session_id, scope, now
         self.encoder_id = encoder_id
 
@@ -60,16 +62,16 @@ class ClaimStore:
             results: list = self.claims(claims, vectors)
             savepoint.commit()
             return results
-        except Exception:  # noqa: BLE001 - fall back to item-by-item to isolate the failure
+        except Exception:
             savepoint.rollback()
             log.warning("batch remember failed as a whole; storing items one by one", exc_info=True)
         results = []
         for i, claim in enumerate(claims):
             item = self.repo.conn.begin_nested()
             try:
-                results += self.claims([claim], vectors[i:i + 1])
+                results += self.claims([claim], vectors[i : i + 1])
                 item.commit()
-            except Exception:  # noqa: BLE001 - reported as the item's internal_error, siblings proceed
+            except Exception:
                 item.rollback()
                 log.exception("remember batch item failed")
                 results.append(r.ItemError("internal_error", "the item could not be stored; retry it", True))
@@ -89,31 +91,57 @@ class ClaimStore:
         # Session context: the claims of this session just before each one, earlier calls included.
         before = self.repo.recent_claims(self.session_id, SESSION_CONTEXT_CLAIMS) if creating else []
         contents = before + [c.content for c in claims]
-        created = self.repo.insert_memories([
-            dict(tenant=self.tenant, scope=self.scope, type=claims[i].type, content=claims[i].content,
-                 source_kind="explicit_remember", source_session_id=self.session_id, created_at=self.now,
-                 occurred_at=claims[i].occurred_at,
-                 context_terms=session_context(contents[:len(before) + i]))
-            for i in creating
-        ]) if creating else []
+        created = (
+            self.repo.insert_memories(
+                [
+                    dict(
+                        tenant=self.tenant,
+                        scope=self.scope,
+                        type=claims[i].type,
+                        content=claims[i].content,
+                        source_kind="explicit_remember",
+                        source_session_id=self.session_id,
+                        created_at=self.now,
+                        occurred_at=claims[i].occurred_at,
+                        context_terms=session_context(contents[: len(before) + i]),
+                    )
+                    for i in creating
+                ]
+            )
+            if creating
+            else []
+        )
         for i, number in zip(creating, created):
             numbers[i] = number
         for i, (claim, h) in enumerate(zip(claims, hashes)):
             if numbers[i] is None:  # a repeat of a claim created earlier in this batch
                 numbers[i] = numbers[new[(claim.type, h)]]
         if self.encoder_id and created:
-            self.repo.insert_vectors([
-                dict(number=n, tenant=self.tenant, scope=self.scope, encoder_id=self.encoder_id, vector=vectors[i])
-                for i, n in zip(creating, created)
-            ])
-        events = self.repo.insert_source_events([
-            dict(tenant=self.tenant, session_id=self.session_id, kind="claim", memory_number=n, content=c.content,
-                 occurred_at=c.occurred_at, recorded_at=self.now)
-            for c, n in zip(claims, numbers)
-        ])
+            self.repo.insert_vectors(
+                [
+                    dict(number=n, tenant=self.tenant, scope=self.scope, encoder_id=self.encoder_id, vector=vectors[i])
+                    for i, n in zip(creating, created)
+                ]
+            )
+        events = self.repo.insert_source_events(
+            [
+                dict(
+                    tenant=self.tenant,
+                    session_id=self.session_id,
+                    kind="claim",
+                    memory_number=n,
+                    content=c.content,
+                    occurred_at=c.occurred_at,
+                    recorded_at=self.now,
+                )
+                for c, n in zip(claims, numbers)
+            ]
+        )
         fresh = set(creating)
         return [
-            r.RememberResult(True, memory_id(n), "created" if i in fresh else "matched", c.type, self.scope, event_id(e))
+            r.RememberResult(
+                True, memory_id(n), "created" if i in fresh else "matched", c.type, self.scope, event_id(e)
+            )
             for i, (c, n, e) in enumerate(zip(claims, numbers, events))
         ]
 

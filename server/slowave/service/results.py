@@ -1,5 +1,6 @@
 """What the use cases return. Field names and enum words match the protobuf contract, so the API
 layer converts them generically (slowave.api.convert); enum values are lowercase value names."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

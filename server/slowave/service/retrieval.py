@@ -2,6 +2,7 @@
 serving pages and recording exposure (spec 5.4, 10.1). The rules — relevance, admission,
 supersession, ranking, the catalog — are in domain.retrieval and domain.relevance.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,8 +34,15 @@ EVIDENCE_LIMIT = 8
 EVIDENCE_CONTENT_CHARS = 1000
 
 
-def _admitted_memories(repo: Repository, tenant: str, scope: str, cue: Cue, limits: RetrievalLimits,
-                       semantic: SemanticChannel | None, query_vector: Any) -> tuple[list[Candidate], dict[int, Row]]:
+def _admitted_memories(
+    repo: Repository,
+    tenant: str,
+    scope: str,
+    cue: Cue,
+    limits: RetrievalLimits,
+    semantic: SemanticChannel | None,
+    query_vector: Any,
+) -> tuple[list[Candidate], dict[int, Row]]:
     """Candidates from the full-text index (always), the containment floor, and — when enabled —
     the semantic channel; scored and admitted by the domain's rules (domain.retrieval)."""
     doc_counts = repo.term_statistics(tenant, scope, statistics_terms(cue.token_set))
@@ -81,8 +89,15 @@ def cue_number(repo: Repository, tenant: str, cue: Cue) -> int:
 
 
 def build_catalog(
-    repo: Repository, tenant: str, scope: str, cue: Cue, cue_id: int, task_context: dict, limits: RetrievalLimits,
-    semantic: SemanticChannel | None = None, query_vector: Any = None,
+    repo: Repository,
+    tenant: str,
+    scope: str,
+    cue: Cue,
+    cue_id: int,
+    task_context: dict,
+    limits: RetrievalLimits,
+    semantic: SemanticChannel | None = None,
+    query_vector: Any = None,
 ) -> Catalog:
     """Ranks the admitted candidates and freezes them (at most 50 memories, 9 procedures)."""
     candidates, rows = _admitted_memories(repo, tenant, scope, cue, limits, semantic, query_vector)
@@ -92,16 +107,26 @@ def build_catalog(
         row = rows[c.number]
         learned = learned_of.get(c.number, 0.0)
         shown, _ = cat.render_content(row.content)
-        ranked.append(CatalogMemory(
-            n=c.number, type=row.type, relevance=c.relevance, learned=learned, score=precise(c.relevance + learned),
-            size=len(shown.encode("utf-8")), chars=len(shown), pathway=c.pathway,
-            redirected_from=memory_id(c.redirected_from) if c.redirected_from else None,
-        ))
+        ranked.append(
+            CatalogMemory(
+                n=c.number,
+                type=row.type,
+                relevance=c.relevance,
+                learned=learned,
+                score=precise(c.relevance + learned),
+                size=len(shown.encode("utf-8")),
+                chars=len(shown),
+                pathway=c.pathway,
+                redirected_from=memory_id(c.redirected_from) if c.redirected_from else None,
+            )
+        )
     procedures = _ranked_procedures(repo, tenant, scope, cue, task_context)
     return Catalog.freeze(ranked, procedures, limits.catalog_memories, limits.catalog_procedures)
 
 
-def _ranked_procedures(repo: Repository, tenant: str, scope: str, cue: Cue, task_context: dict) -> list[CatalogProcedure]:
+def _ranked_procedures(
+    repo: Repository, tenant: str, scope: str, cue: Cue, task_context: dict
+) -> list[CatalogProcedure]:
     ranked = []
     for row in repo.procedures_with_sessions(tenant, scope):
         if not contexts_match(row.context, task_context):
@@ -111,34 +136,68 @@ def _ranked_procedures(repo: Repository, tenant: str, scope: str, cue: Cue, task
             continue
         learned = procedure_learned(_counters(row), row.outcome, (row.verification or {}).get("status"))
         texts = cat.procedure_texts(row.goal, row.summary, row.steps, served_caveats(row.caveats, row.outcome))
-        ranked.append(CatalogProcedure(
-            id=row.id, relevance=relevance, learned=learned, score=precise(relevance + learned),
-            size=sum(len(x.encode("utf-8")) for x in texts), chars=sum(len(x) for x in texts),
-            created=row.created_at.timestamp(),
-        ))
+        ranked.append(
+            CatalogProcedure(
+                id=row.id,
+                relevance=relevance,
+                learned=learned,
+                score=precise(relevance + learned),
+                size=sum(len(x.encode("utf-8")) for x in texts),
+                chars=sum(len(x) for x in texts),
+                created=row.created_at.timestamp(),
+            )
+        )
     return ranked
 
 
 def _counters(row: Row) -> EvidenceCounters:
     return EvidenceCounters(
-        used=row.ev_used, not_used=row.ev_not_used, unassessable=row.ev_unassessable, helped=row.ev_helped,
-        no_effect=row.ev_no_effect, harmed=row.ev_harmed, unknown=row.ev_unknown,
+        used=row.ev_used,
+        not_used=row.ev_not_used,
+        unassessable=row.ev_unassessable,
+        helped=row.ev_helped,
+        no_effect=row.ev_no_effect,
+        harmed=row.ev_harmed,
+        unknown=row.ev_unknown,
     )
 
 
 def policy_version(semantic: SemanticChannel | None, limits: RetrievalLimits) -> str:
     # How many dense candidates a retrieval takes changes what it finds, so it names the policy.
-    channels = (f"hybrid(fts5,{semantic.label}).dense{limits.semantic_candidates}" if semantic is not None
-                else "lexical(fts5)")
+    channels = (
+        f"hybrid(fts5,{semantic.label}).dense{limits.semantic_candidates}" if semantic is not None else "lexical(fts5)"
+    )
     return f"{channels}.{RETRIEVAL_POLICY_VERSION}"
 
 
-def new_retrieval(repo: Repository, retrieval_id: str, tenant: str, session_id: str, kind: str, scope: str,
-                  now: Any, page_size: int, policy: str, catalog: Catalog, cue_id: int) -> SimpleNamespace:
+def new_retrieval(
+    repo: Repository,
+    retrieval_id: str,
+    tenant: str,
+    session_id: str,
+    kind: str,
+    scope: str,
+    now: Any,
+    page_size: int,
+    policy: str,
+    catalog: Catalog,
+    cue_id: int,
+) -> SimpleNamespace:
     """Stores a retrieval event with its frozen catalog; returns it as serve_page reads it."""
-    values = dict(id=retrieval_id, tenant=tenant, session_id=session_id, kind=kind, scope=scope, created_at=now,
-                  page_size=page_size, policy_version=policy, cue_number=cue_id, relevant_total=catalog.relevant_total,
-                  catalog_truncated=catalog.truncated, catalog=catalog.to_json())
+    values = dict(
+        id=retrieval_id,
+        tenant=tenant,
+        session_id=session_id,
+        kind=kind,
+        scope=scope,
+        created_at=now,
+        page_size=page_size,
+        policy_version=policy,
+        cue_number=cue_id,
+        relevant_total=catalog.relevant_total,
+        catalog_truncated=catalog.truncated,
+        catalog=catalog.to_json(),
+    )
     repo.insert_retrieval(**values)
     return SimpleNamespace(**values)
 
@@ -150,8 +209,14 @@ class ServedPage:
 
 
 def serve_page(
-    repo: Repository, tenant: str, retrieval: Any, memory_offset: int, procedure_offset: int, limits: RetrievalLimits,
-    *, fresh: bool = False,
+    repo: Repository,
+    tenant: str,
+    retrieval: Any,
+    memory_offset: int,
+    procedure_offset: int,
+    limits: RetrievalLimits,
+    *,
+    fresh: bool = False,
 ) -> ServedPage:
     """Serves the page at the given offsets of a frozen catalog and adds it to the exposure set.
 
@@ -159,10 +224,14 @@ def serve_page(
     """
     catalog = Catalog.from_json(retrieval.catalog)
     mems, procs = catalog.memories, catalog.procedures
-    m_count = cat.page_count([m.size for m in mems], memory_offset, retrieval.page_size, limits.memory_page_budget_bytes)
-    p_count = cat.page_count([p.size for p in procs], procedure_offset, limits.page_procedures, limits.procedure_page_budget_bytes)
-    page_mems = mems[memory_offset: memory_offset + m_count]
-    page_procs = procs[procedure_offset: procedure_offset + p_count]
+    m_count = cat.page_count(
+        [m.size for m in mems], memory_offset, retrieval.page_size, limits.memory_page_budget_bytes
+    )
+    p_count = cat.page_count(
+        [p.size for p in procs], procedure_offset, limits.page_procedures, limits.procedure_page_budget_bytes
+    )
+    page_mems = mems[memory_offset : memory_offset + m_count]
+    page_procs = procs[procedure_offset : procedure_offset + p_count]
 
     memories = render_memories(repo, page_mems)
     procedures = render_procedures(repo, tenant, page_procs)
@@ -177,18 +246,28 @@ def serve_page(
     cursor = accessible = None
     if more:
         cursor = _cursor(repo, retrieval.id, next_m, next_p, fresh)
-        rest = cat.remaining([m.type for m in mems[next_m:]], [m.chars for m in mems[next_m:]],
-                             [p.chars for p in procs[next_p:]])
+        rest = cat.remaining(
+            [m.type for m in mems[next_m:]], [m.chars for m in mems[next_m:]], [p.chars for p in procs[next_p:]]
+        )
         accessible = r.AccessibleField(rest.extra_candidates, rest.kinds, rest.approx_extra_tokens)
     warnings = [
-        r.RetrievalWarning("failed_procedure", f"procedure {p.procedure_id} was recorded from a failed session; verify each step")
-        for p in procedures if p.outcome == "failure"
+        r.RetrievalWarning(
+            "failed_procedure", f"procedure {p.procedure_id} was recorded from a failed session; verify each step"
+        )
+        for p in procedures
+        if p.outcome == "failure"
     ]
     page = r.Page(
-        retrieval_id=retrieval.id, retrieval_policy_version=retrieval.policy_version,
-        relevant_total=retrieval.relevant_total, catalog_truncated=retrieval.catalog_truncated,
-        memories=memories, procedures=procedures, more_available=more, continue_from=cursor,
-        accessible_field=accessible, warnings=warnings,
+        retrieval_id=retrieval.id,
+        retrieval_policy_version=retrieval.policy_version,
+        relevant_total=retrieval.relevant_total,
+        catalog_truncated=retrieval.catalog_truncated,
+        memories=memories,
+        procedures=procedures,
+        more_available=more,
+        continue_from=cursor,
+        accessible_field=accessible,
+        warnings=warnings,
     )
     return ServedPage(page, [m.n for m in page_mems])
 
@@ -206,7 +285,9 @@ def _cursor(repo: Repository, retrieval_id: str, memory_offset: int, procedure_o
     if row is not None:
         return row.id
     cursor_id = new_cursor_id()
-    repo.insert_cursor(id=cursor_id, retrieval_id=retrieval_id, memory_offset=memory_offset, procedure_offset=procedure_offset)
+    repo.insert_cursor(
+        id=cursor_id, retrieval_id=retrieval_id, memory_offset=memory_offset, procedure_offset=procedure_offset
+    )
     return cursor_id
 
 
@@ -234,11 +315,18 @@ def render_memories(repo: Repository, items: list[CatalogMemory]) -> list[r.Memo
                 prov.source_goal = s.final_goal
                 prov.source_outcome = s.outcome
                 prov.source_verification_status = (s.verification or {}).get("status")
-        out.append(r.Memory(
-            memory_id=memory_id(row.number), content=shown, type=row.type, pathway=item.pathway,
-            ranking=r.RankingSignals(item.relevance, item.learned, item.score), provenance=prov,
-            created_at=row.created_at, occurred_at=row.occurred_at,
-        ))
+        out.append(
+            r.Memory(
+                memory_id=memory_id(row.number),
+                content=shown,
+                type=row.type,
+                pathway=item.pathway,
+                ranking=r.RankingSignals(item.relevance, item.learned, item.score),
+                provenance=prov,
+                created_at=row.created_at,
+                occurred_at=row.occurred_at,
+            )
+        )
     return out
 
 
@@ -252,19 +340,31 @@ def render_procedures(repo: Repository, tenant: str, items: list[CatalogProcedur
         verification = row.verification or {}
         contributions = [
             r.ProcedureContribution(
-                effect=c.effect or "unknown", contribution=c.contribution or "", recorded_at=c.recorded_at,
+                effect=c.effect or "unknown",
+                contribution=c.contribution or "",
+                recorded_at=c.recorded_at,
                 outcome=c.outcome if c.state != SessionState.OPEN and c.outcome else None,
             )
             for c in repo.procedure_contributions(row.id)
         ]
         counters = _counters(row)
-        out.append(r.Procedure(
-            procedure_id=row.id, goal=row.goal, summary=row.summary, context=row.context, steps=list(row.steps),
-            caveats=served_caveats(row.caveats, row.outcome), outcome=row.outcome,
-            outcome_summary=row.outcome_summary or "", verification_status=verification.get("status", "unspecified"),
-            created_at=row.created_at, evidence=counters, contributions=contributions,
-            ranking=r.RankingSignals(item.relevance, item.learned, item.score),
-        ))
+        out.append(
+            r.Procedure(
+                procedure_id=row.id,
+                goal=row.goal,
+                summary=row.summary,
+                context=row.context,
+                steps=list(row.steps),
+                caveats=served_caveats(row.caveats, row.outcome),
+                outcome=row.outcome,
+                outcome_summary=row.outcome_summary or "",
+                verification_status=verification.get("status", "unspecified"),
+                created_at=row.created_at,
+                evidence=counters,
+                contributions=contributions,
+                ranking=r.RankingSignals(item.relevance, item.learned, item.score),
+            )
+        )
     return out
 
 
@@ -280,7 +380,9 @@ def cue_warnings(repo: Repository, tenant: str, scope: str, cue: Cue) -> list[r.
 def fragmentation_warning(repo: Repository, tenant: str, scope: str) -> list[r.RetrievalWarning]:
     key = fragmentation_key(scope)
     return [
-        r.RetrievalWarning("scope_fragmentation", f"scope {scope!r} is empty, but {other!r} holds memories; did you mean it?")
+        r.RetrievalWarning(
+            "scope_fragmentation", f"scope {scope!r} is empty, but {other!r} holds memories; did you mean it?"
+        )
         for other in sorted(repo.scopes_with_active_memories(tenant))
         if other != scope and fragmentation_key(other) == key
     ]
@@ -298,9 +400,7 @@ def evidence_records(repo: Repository, memory_numbers: list[int], full: bool) ->
         by_event.setdefault(ep.event_number, []).append(ep)
         if ep.previous_event_number is not None:
             by_event.setdefault(ep.previous_event_number, []).append(ep)
-    all_events = repo.get_events(
-        [ep.event_number for ep in episodes] + [ep.previous_event_number for ep in episodes]
-    )
+    all_events = repo.get_events([ep.event_number for ep in episodes] + [ep.previous_event_number for ep in episodes])
     records: list[r.EvidenceRecord] = []
     seen: set[str] = set()
     for n in memory_numbers:
@@ -314,7 +414,7 @@ def evidence_records(repo: Repository, memory_numbers: list[int], full: bool) ->
     return records[:EVIDENCE_LIMIT], len(records) > EVIDENCE_LIMIT
 
 
-def _add(records: list, seen: set, eid: str, kind: str, recorded_at, occurred_at, text: str, full: bool) -> None:  # noqa: ANN001
+def _add(records: list, seen: set, eid: str, kind: str, recorded_at, occurred_at, text: str, full: bool) -> None:
     if eid in seen:
         return
     seen.add(eid)
@@ -322,4 +422,3 @@ def _add(records: list, seen: set, eid: str, kind: str, recorded_at, occurred_at
     if full:
         content, truncated = text[:EVIDENCE_CONTENT_CHARS], len(text) > EVIDENCE_CONTENT_CHARS
     records.append(r.EvidenceRecord(eid, kind, recorded_at, occurred_at, content, truncated))
-

@@ -1,4 +1,5 @@
 """Resolving the session a request names, with the validation order of spec 4.5 stages 3–4."""
+
 from __future__ import annotations
 
 from datetime import datetime

@@ -9,6 +9,7 @@ database alone. Revocation and disabling are database state, seen by every repli
 Once any key has been configured or stored, every call needs a key, even after all keys are
 revoked: revoking the last key must lock the server, not open it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -45,8 +46,9 @@ class TtlCache(Generic[V]):
     and TTL rather than one per call; the size bound evicts the oldest entries first.
     """
 
-    def __init__(self, ttl: float, max_entries: int = CACHE_MAX_ENTRIES,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, ttl: float, max_entries: int = CACHE_MAX_ENTRIES, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.ttl, self.max_entries, self.clock = ttl, max_entries, clock
         self._entries: dict[str, tuple[float, V]] = {}
         self._lock = threading.Lock()
@@ -149,11 +151,16 @@ def sync_configured_keys(ctx: ServiceContext, entries: tuple[KeyEntry, ...]) -> 
             row = store.key(entry.key_hash)
             assert row is not None
             if row.tenant != entry.tenant:
-                raise TenancyError(f"configured key {display_hash(entry.key_hash)} belongs to tenant "
-                                   f"{row.tenant!r} in the database, not {entry.tenant!r}")
+                raise TenancyError(
+                    f"configured key {display_hash(entry.key_hash)} belongs to tenant "
+                    f"{row.tenant!r} in the database, not {entry.tenant!r}"
+                )
             if row.revoked_at is not None:
-                log.warning("configured key %s (tenant %s) was revoked; it stays refused (revocation is permanent)",
-                            display_hash(entry.key_hash), entry.tenant)
+                log.warning(
+                    "configured key %s (tenant %s) was revoked; it stays refused (revocation is permanent)",
+                    display_hash(entry.key_hash),
+                    entry.tenant,
+                )
     log.info("API keys: %d configured for %d tenant(s)", len(entries), len({e.tenant for e in entries}))
 
 
@@ -204,4 +211,3 @@ def list_keys(ctx: ServiceContext, tenant: str | None = None) -> list:
 def list_tenants(ctx: ServiceContext) -> list:
     with ctx.db.transaction() as repo:
         return TenancyStore(repo).list_tenants()
-

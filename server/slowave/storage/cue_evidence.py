@@ -4,6 +4,7 @@ Part of the repository (mixed into storage.repository.Repository, so it runs in 
 transaction). Sums change only together with the ledger rows that change them, under the lock on
 the memory's row that Feedback holds; service.learning_replay recomputes them from the ledger.
 """
+
 from __future__ import annotations
 
 from sqlalchemy import Connection, bindparam, func, select, update
@@ -18,17 +19,29 @@ _CUE_BY_KEY = select(_c.c.number).where(_c.c.tenant == bindparam("tenant"), _c.c
 _CUE_TERMS = select(_c.c.terms).where(_c.c.number == bindparam("cue"))
 _SUM = select(_e.c.units).where(_e.c.memory_number == bindparam("memory"), _e.c.cue_number == bindparam("cue"))
 _OWN_SUMS = select(_e.c.memory_number, _e.c.units).where(
-    _e.c.memory_number.in_(bindparam("numbers", expanding=True)), _e.c.cue_number == bindparam("cue"))
-_recent = select(
-    _e.c.memory_number, _e.c.units, _c.c.terms,
-    func.row_number().over(partition_by=_e.c.memory_number, order_by=_e.c.last_seq.desc()).label("recency"),
-).join(_c, _c.c.number == _e.c.cue_number).where(
-    _e.c.memory_number.in_(bindparam("numbers", expanding=True)), _e.c.cue_number != bindparam("cue"),
-    _e.c.units != 0,
-).subquery()
+    _e.c.memory_number.in_(bindparam("numbers", expanding=True)), _e.c.cue_number == bindparam("cue")
+)
+_recent = (
+    select(
+        _e.c.memory_number,
+        _e.c.units,
+        _c.c.terms,
+        func.row_number().over(partition_by=_e.c.memory_number, order_by=_e.c.last_seq.desc()).label("recency"),
+    )
+    .join(_c, _c.c.number == _e.c.cue_number)
+    .where(
+        _e.c.memory_number.in_(bindparam("numbers", expanding=True)),
+        _e.c.cue_number != bindparam("cue"),
+        _e.c.units != 0,
+    )
+    .subquery()
+)
 # The most recently assessed other cues of each memory, newest first.
-_OTHER_SUMS = select(_recent.c.memory_number, _recent.c.units, _recent.c.terms).where(
-    _recent.c.recency <= COMPARED_CUES).order_by(_recent.c.memory_number, _recent.c.recency)
+_OTHER_SUMS = (
+    select(_recent.c.memory_number, _recent.c.units, _recent.c.terms)
+    .where(_recent.c.recency <= COMPARED_CUES)
+    .order_by(_recent.c.memory_number, _recent.c.recency)
+)
 
 
 class CueEvidenceStore:
@@ -41,7 +54,9 @@ class CueEvidenceStore:
         found = self.conn.execute(_CUE_BY_KEY, params).scalar()
         if found is not None:
             return found
-        insert = dialect_insert(self.dialect)(_c).values(tenant=tenant, key_hash=key_hash, terms=" ".join(sorted(cue_terms)))
+        insert = dialect_insert(self.dialect)(_c).values(
+            tenant=tenant, key_hash=key_hash, terms=" ".join(sorted(cue_terms))
+        )
         self.conn.execute(insert.on_conflict_do_nothing(index_elements=[_c.c.tenant, _c.c.key_hash]))
         return self.conn.execute(_CUE_BY_KEY, params).scalar_one()
 
@@ -58,13 +73,17 @@ class CueEvidenceStore:
         if before is None:
             self.conn.execute(_e.insert().values(memory_number=memory, cue_number=cue, units=after, last_seq=seq))
         else:
-            self.conn.execute(update(_e).where(_e.c.memory_number == memory, _e.c.cue_number == cue)
-                              .values(units=after, last_seq=seq))
+            self.conn.execute(
+                update(_e).where(_e.c.memory_number == memory, _e.c.cue_number == cue).values(units=after, last_seq=seq)
+            )
         positive = (after > 0) - ((before or 0) > 0)
         negative = (after < 0) - ((before or 0) < 0)
         if positive or negative:
-            self.conn.execute(update(_m).where(_m.c.number == memory).values(
-                positive_cues=_m.c.positive_cues + positive, negative_cues=_m.c.negative_cues + negative))
+            self.conn.execute(
+                update(_m)
+                .where(_m.c.number == memory)
+                .values(positive_cues=_m.c.positive_cues + positive, negative_cues=_m.c.negative_cues + negative)
+            )
 
     def memory_evidence(self, counts: dict[int, tuple[int, int]], cue: int | None) -> dict[int, MemoryEvidence]:
         """The evidence of each memory (number -> its positive and negative cue counts) for ranking
@@ -86,33 +105,53 @@ class CueEvidenceStore:
         rows = self.conn.execute(
             select(f.c.seq, f.c.target_id, r.c.cue_number, f.c.assessment, f.c.effect)
             .join(r, r.c.id == f.c.retrieval_id)
-            .where(f.c.target_kind == "memory", f.c.accepted.is_(True), f.c.effective.is_(True),
-                   f.c.assessment.is_not(None))
-            .order_by(f.c.seq))
-        return [EffectiveAssessment(seq, number, cue, assessment, effect) for seq, target, cue, assessment, effect in rows
-                if (number := memory_number(target)) is not None and cue is not None]
+            .where(
+                f.c.target_kind == "memory",
+                f.c.accepted.is_(True),
+                f.c.effective.is_(True),
+                f.c.assessment.is_not(None),
+            )
+            .order_by(f.c.seq)
+        )
+        return [
+            EffectiveAssessment(seq, number, cue, assessment, effect)
+            for seq, target, cue, assessment, effect in rows
+            if (number := memory_number(target)) is not None and cue is not None
+        ]
 
     def retired_seqs(self) -> dict[int, int]:
         return dict(self.conn.execute(select(_m.c.number, _m.c.retired_seq).where(_m.c.retired_seq.is_not(None))).all())
 
     def stored_cue_sums(self) -> dict[tuple[int, int], tuple[int, int]]:
-        return {(m, c): (u, s) for m, c, u, s in self.conn.execute(
-            select(_e.c.memory_number, _e.c.cue_number, _e.c.units, _e.c.last_seq))}
+        return {
+            (m, c): (u, s)
+            for m, c, u, s in self.conn.execute(select(_e.c.memory_number, _e.c.cue_number, _e.c.units, _e.c.last_seq))
+        }
 
     def stored_cue_counts(self) -> dict[int, tuple[int, int]]:
         """Memories with a non-zero positive or negative cue count."""
-        rows = self.conn.execute(select(_m.c.number, _m.c.positive_cues, _m.c.negative_cues).where(
-            (_m.c.positive_cues != 0) | (_m.c.negative_cues != 0)))
+        rows = self.conn.execute(
+            select(_m.c.number, _m.c.positive_cues, _m.c.negative_cues).where(
+                (_m.c.positive_cues != 0) | (_m.c.negative_cues != 0)
+            )
+        )
         return {n: (p, q) for n, p, q in rows}
 
-    def replace_cue_sums(self, sums: dict[tuple[int, int], tuple[int, int]], counts: dict[int, tuple[int, int]]) -> None:
+    def replace_cue_sums(
+        self, sums: dict[tuple[int, int], tuple[int, int]], counts: dict[int, tuple[int, int]]
+    ) -> None:
         """Writes replayed state over the stored one (repair)."""
         self.conn.execute(_e.delete())
         if sums:
-            self.conn.execute(_e.insert(), [{"memory_number": m, "cue_number": c, "units": u, "last_seq": s}
-                                            for (m, c), (u, s) in sums.items()])
-        self.conn.execute(update(_m).where((_m.c.positive_cues != 0) | (_m.c.negative_cues != 0))
-                          .values(positive_cues=0, negative_cues=0))
+            self.conn.execute(
+                _e.insert(),
+                [{"memory_number": m, "cue_number": c, "units": u, "last_seq": s} for (m, c), (u, s) in sums.items()],
+            )
+        self.conn.execute(
+            update(_m)
+            .where((_m.c.positive_cues != 0) | (_m.c.negative_cues != 0))
+            .values(positive_cues=0, negative_cues=0)
+        )
         for number, (p, q) in counts.items():
             self.conn.execute(update(_m).where(_m.c.number == number).values(positive_cues=p, negative_cues=q))
 
@@ -120,7 +159,7 @@ class CueEvidenceStore:
         return self.conn.execute(select(func.max(t.feedback_rows.c.seq))).scalar() or 0
 
 
-def dialect_insert(dialect: str):  # noqa: ANN202
+def dialect_insert(dialect: str):
     """INSERT with the backend's ON CONFLICT clause (both spell it the same way)."""
     if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert

@@ -1,4 +1,5 @@
 """Engine, migrations and the unit of work: one database transaction per use case."""
+
 from __future__ import annotations
 
 import contextlib
@@ -14,8 +15,9 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import QueuePool
-from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError, TimeoutError as PoolTimeout
 
 from slowave.domain.errors import StorageUnavailable
 from slowave.storage.repository import Repository
@@ -30,7 +32,9 @@ class CallerGone(BaseException):
     per-item failure isolation of batches (`except Exception`) never swallows it."""
 
 
-_caller_waiting: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar("caller_waiting", default=None)
+_caller_waiting: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
+    "caller_waiting", default=None
+)
 
 
 @contextlib.contextmanager
@@ -71,9 +75,15 @@ def create_database_engine(url: str, pool: PoolOptions | None = None) -> Engine:
         return _sqlite_engine(url)
     pool = pool or PoolOptions()
     # pre-ping: a connection broken by a database restart is replaced instead of failing a request.
-    return create_engine(url, pool_size=pool.size, max_overflow=pool.overflow, pool_timeout=pool.timeout,
-                         pool_recycle=pool.recycle, pool_pre_ping=True,
-                         connect_args={"connect_timeout": pool.connect_timeout})
+    return create_engine(
+        url,
+        pool_size=pool.size,
+        max_overflow=pool.overflow,
+        pool_timeout=pool.timeout,
+        pool_recycle=pool.recycle,
+        pool_pre_ping=True,
+        connect_args={"connect_timeout": pool.connect_timeout},
+    )
 
 
 def sqlite_path(url: str) -> str:
@@ -97,7 +107,7 @@ def _sqlite_engine(url: str) -> Engine:
     engine = create_engine("sqlite://", creator=connect, poolclass=QueuePool, pool_size=8, max_overflow=16)
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection, record) -> None:  # noqa: ANN001
+    def _on_connect(dbapi_connection, record) -> None:
         # Let SQLAlchemy's "begin" event issue BEGIN itself (pysqlite's implicit BEGIN is deferred).
         dbapi_connection.isolation_level = None
         cur = dbapi_connection.cursor()
@@ -114,7 +124,7 @@ def _sqlite_engine(url: str) -> Engine:
         record.info["file"] = _identity(path)
 
     @event.listens_for(engine, "checkout")
-    def _on_checkout(_dbapi_connection, record, _proxy) -> None:  # noqa: ANN001
+    def _on_checkout(_dbapi_connection, record, _proxy) -> None:
         # An open connection keeps working on a file that was replaced, moved or deleted under it;
         # noticing that here makes the pool reconnect, which then fails cleanly (UNAVAILABLE) or
         # finds the restored file (recovery without a restart).
@@ -122,7 +132,7 @@ def _sqlite_engine(url: str) -> Engine:
             raise DisconnectionError("the SQLite database file changed or disappeared")
 
     @event.listens_for(engine, "begin")
-    def _on_begin(conn) -> None:  # noqa: ANN001
+    def _on_begin(conn) -> None:
         # Every unit of work takes SQLite's write lock up front: the per-session and per-retrieval
         # serialisation of spec 2.6 then holds trivially, and no transaction fails on lock upgrade.
         conn.exec_driver_sql("BEGIN IMMEDIATE")
@@ -154,7 +164,7 @@ class WalCheckpointer:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="slowave-wal-checkpoint", daemon=True)
 
-    def start(self) -> "WalCheckpointer":
+    def start(self) -> WalCheckpointer:
         self._thread.start()
         return self
 
@@ -183,7 +193,7 @@ class WalCheckpointer:
         # transaction begins would keep its read mark, and SQLite would not restart the log.
         connection = sqlite3.connect(f"file:{self.path}?mode=rw", uri=True, timeout=0)
         try:
-            (_busy, in_log, copied), = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            ((_busy, in_log, copied),) = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         finally:
             connection.close()
         return in_log, copied

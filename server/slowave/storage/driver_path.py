@@ -6,6 +6,7 @@ statements go through `sqlite3` directly; values still pass through the bind and
 SQLAlchemy derives from the table definitions (UTC datetimes, JSON, booleans), so a row written or
 read this way is the same as one written or read through SQLAlchemy. PostgreSQL keeps SQLAlchemy.
 """
+
 from __future__ import annotations
 
 from collections import namedtuple
@@ -28,7 +29,8 @@ class _InsertPlan:
         names = [c.name for c in columns + defaults]
         self.sql = f"INSERT INTO {table.name} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
         self.processors: tuple[_Processor, ...] = tuple(
-            c.type._cached_bind_processor(dialect) for c in columns + defaults)
+            c.type._cached_bind_processor(dialect) for c in columns + defaults
+        )
         pk = list(table.primary_key.columns)
         self.given_key = pk[0].key if pk and pk[0].key in keys else None
 
@@ -89,8 +91,9 @@ def _row_type(names: list[str]) -> type:
     return type("DriverRow", (base,), {"__slots__": (), "_mapping": property(lambda self: self._asdict())})
 
 
-def select(conn: Connection, sql: str, params: dict[str, Any] | Sequence[Any],
-           columns: Sequence[Column | tuple[str, Any]]) -> list[Any]:
+def select(
+    conn: Connection, sql: str, params: dict[str, Any] | Sequence[Any], columns: Sequence[Column | tuple[str, Any]]
+) -> list[Any]:
     """Runs a SELECT whose result columns are `columns` (table columns, or (name, type) pairs for
     computed ones, `None` type meaning no conversion); rows come back as named tuples."""
     key = (sql, tuple(id(c) if isinstance(c, Column) else c for c in columns))

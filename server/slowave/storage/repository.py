@@ -4,6 +4,7 @@ One Repository wraps one open transaction (see Database.transaction). Row-lock r
 (`lock=True`) become SELECT … FOR UPDATE where the backend has row locks; SQLite's transactions
 already hold the database write lock from their first statement.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,12 +20,11 @@ from slowave.domain.dates import date_words, occurred_on
 from slowave.domain.relevance import TOTAL_CONTEXT_WORDS_TERM, TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, context_term
 from slowave.domain.session_state import SessionState
 from slowave.domain.terms import terms
-from slowave.storage.search_terms import index_text, index_token, scope_key
 from slowave.domain.text import normalize_claim
 from slowave.storage import driver_path
-from slowave.storage.cue_evidence import CueEvidenceStore, dialect_insert
 from slowave.storage import tables as t
-
+from slowave.storage.cue_evidence import CueEvidenceStore, dialect_insert
+from slowave.storage.search_terms import index_text, index_token, scope_key
 
 CONTENT_KEY_CHARS = 16
 
@@ -35,17 +35,31 @@ def content_key(normalized: str) -> str | None:
 
 def cue_keys(normalized_cues: Sequence[str]) -> list[str]:
     """Every key a memory contained in one of the cues can have: each substring of key length."""
-    return sorted({c[i:i + CONTENT_KEY_CHARS] for c in normalized_cues for i in range(len(c) - CONTENT_KEY_CHARS + 1)})
+    return sorted(
+        {c[i : i + CONTENT_KEY_CHARS] for c in normalized_cues for i in range(len(c) - CONTENT_KEY_CHARS + 1)}
+    )
 
 
 def claim_hash(content: str) -> str:
     return hashlib.sha256(normalize_claim(content).encode("utf-8")).hexdigest()
 
 
-
 # What retrieval reads of a memory (not the index columns, which would only cost time per row).
-_MEMORY_VIEW = ("number", "type", "content", "status", "stale_reason", "superseded_by", "positive_cues", "negative_cues",
-                "source_kind", "source_session_id", "context_terms", "occurred_on", "own_terms")
+_MEMORY_VIEW = (
+    "number",
+    "type",
+    "content",
+    "status",
+    "stale_reason",
+    "superseded_by",
+    "positive_cues",
+    "negative_cues",
+    "source_kind",
+    "source_session_id",
+    "context_terms",
+    "occurred_on",
+    "own_terms",
+)
 MemoryView = namedtuple("MemoryView", _MEMORY_VIEW)
 """A memory as retrieval reads it (plain values, no type conversion needed)."""
 
@@ -53,40 +67,58 @@ MemoryView = namedtuple("MemoryView", _MEMORY_VIEW)
 # Statements on every Activate/Recall, built once: building a statement per call costs more than
 # running it.
 _p, _s, _m, _g, _e = t.procedures, t.sessions, t.memories, t.knowledge_gaps, t.source_events
-_HAS_ACTIVE = select(_m.c.number).where(
-    _m.c.tenant == bindparam("tenant"), _m.c.scope == bindparam("scope"), _m.c.status == "active").limit(1)
-_PROCEDURES_IN_SCOPE = select(
-    _p, _s.c.outcome, _s.c.outcome_summary, _s.c.verification, _s.c.task.label("session_task")
-).join(_s, _s.c.id == _p.c.session_id).where(_p.c.tenant == bindparam("tenant"), _p.c.scope == bindparam("scope"))
-_OPEN_GAPS = select(_g).where(
-    _g.c.tenant == bindparam("tenant"), _g.c.scope == bindparam("scope"), _g.c.open.is_(True)
-).order_by(_g.c.last_seen_at.desc(), _g.c.id.desc())
+_HAS_ACTIVE = (
+    select(_m.c.number)
+    .where(_m.c.tenant == bindparam("tenant"), _m.c.scope == bindparam("scope"), _m.c.status == "active")
+    .limit(1)
+)
+_PROCEDURES_IN_SCOPE = (
+    select(_p, _s.c.outcome, _s.c.outcome_summary, _s.c.verification, _s.c.task.label("session_task"))
+    .join(_s, _s.c.id == _p.c.session_id)
+    .where(_p.c.tenant == bindparam("tenant"), _p.c.scope == bindparam("scope"))
+)
+_OPEN_GAPS = (
+    select(_g)
+    .where(_g.c.tenant == bindparam("tenant"), _g.c.scope == bindparam("scope"), _g.c.open.is_(True))
+    .order_by(_g.c.last_seen_at.desc(), _g.c.id.desc())
+)
 _st = t.scope_terms
 _TERM_DOCS = select(_st.c.term, _st.c.docs).where(
-    _st.c.tenant == bindparam("tenant"), _st.c.scope == bindparam("scope"), _st.c.term.in_(bindparam("terms", expanding=True)))
-_FIRST_EVENTS = select(_e.c.memory_number, func.min(_e.c.number)).where(
-    _e.c.memory_number.in_(bindparam("numbers", expanding=True))).group_by(_e.c.memory_number)
+    _st.c.tenant == bindparam("tenant"),
+    _st.c.scope == bindparam("scope"),
+    _st.c.term.in_(bindparam("terms", expanding=True)),
+)
+_FIRST_EVENTS = (
+    select(_e.c.memory_number, func.min(_e.c.number))
+    .where(_e.c.memory_number.in_(bindparam("numbers", expanding=True)))
+    .group_by(_e.c.memory_number)
+)
 
 _INSERTS = {name: insert(table) for name, table in t.metadata.tables.items()}
 
 # The same reads in SQLite's own SQL, run through the driver (storage.driver_path).
 _SQLITE_HAS_ACTIVE = "SELECT 1 FROM memories WHERE tenant = ? AND scope = ? AND status = 'active' LIMIT 1"
 _SQLITE_TERM_DOCS = (
-    "SELECT term, docs FROM scope_terms WHERE tenant = ? AND scope = ? AND term IN (SELECT value FROM json_each(?))")
+    "SELECT term, docs FROM scope_terms WHERE tenant = ? AND scope = ? AND term IN (SELECT value FROM json_each(?))"
+)
 _SQLITE_LATEST_VECTOR = "SELECT max(number) FROM memory_vectors WHERE tenant = ? AND scope = ? AND encoder_id = ?"
 _SQLITE_FIRST_EVENTS = (
     "SELECT memory_number, min(number) FROM source_events WHERE memory_number IN (SELECT value FROM json_each(?)) "
-    "GROUP BY memory_number")
+    "GROUP BY memory_number"
+)
 _PROCEDURE_COLUMNS = [*_p.c, _s.c.outcome, _s.c.outcome_summary, _s.c.verification, ("session_task", None)]
 _SQLITE_PROCEDURES_IN_SCOPE = (
     f"SELECT {', '.join('p.' + c.name for c in _p.c)}, s.outcome, s.outcome_summary, s.verification, s.task "
-    "FROM procedures p JOIN sessions s ON s.id = p.session_id WHERE p.tenant = ? AND p.scope = ?")
+    "FROM procedures p JOIN sessions s ON s.id = p.session_id WHERE p.tenant = ? AND p.scope = ?"
+)
 _SQLITE_EXPOSURES = (
     f"SELECT {', '.join(c.name for c in t.exposures.c)} FROM exposures "
-    "WHERE retrieval_id IN (SELECT value FROM json_each(?)) ORDER BY retrieval_id, position")
+    "WHERE retrieval_id IN (SELECT value FROM json_each(?)) ORDER BY retrieval_id, position"
+)
 _SQLITE_OPEN_GAPS = (
     f"SELECT {', '.join(c.name for c in _g.c)} FROM knowledge_gaps WHERE tenant = ? AND scope = ? AND open = 1 "
-    "ORDER BY last_seen_at DESC, id DESC")
+    "ORDER BY last_seen_at DESC, id DESC"
+)
 
 
 class Repository(CueEvidenceStore):
@@ -94,32 +126,32 @@ class Repository(CueEvidenceStore):
         self.conn = connection
         self.dialect = dialect
 
-    def _row_where(self, table, lock: bool = False, **equals: Any) -> Row | None:  # noqa: ANN001
+    def _row_where(self, table, lock: bool = False, **equals: Any) -> Row | None:
         """The row whose columns equal the given values (a unique key)."""
         if self.dialect == "sqlite":
             return driver_path.row_where(self.conn, table, equals)
         return self._one(select(table).where(*(table.c[k] == v for k, v in equals.items())), lock)
 
-    def _update_where(self, table, equals: dict[str, Any], values: dict[str, Any]) -> None:  # noqa: ANN001
+    def _update_where(self, table, equals: dict[str, Any], values: dict[str, Any]) -> None:
         """Sets plain values (no SQL expressions) on the rows matching `equals`."""
         if self.dialect == "sqlite":
             driver_path.update_where(self.conn, table, equals, values)
         else:
             self.conn.execute(update(table).where(*(table.c[k] == v for k, v in equals.items())).values(**values))
 
-    def _one(self, stmt, lock: bool = False) -> Row | None:  # noqa: ANN001
+    def _one(self, stmt, lock: bool = False) -> Row | None:
         if lock and self.dialect != "sqlite":
             stmt = stmt.with_for_update()
         return self.conn.execute(stmt).first()
 
-    def _insert(self, table, **values: Any) -> Any:  # noqa: ANN001
+    def _insert(self, table, **values: Any) -> Any:
         if self.dialect == "sqlite":
             return driver_path.insert(self.conn, table, values)
         # Values as parameters (not .values()): the statement is built once and its compiled form cached.
         result = self.conn.execute(_INSERTS[table.name], values)
         return result.inserted_primary_key[0]
 
-    def _insert_many(self, table, rows: list[dict[str, Any]]) -> None:  # noqa: ANN001
+    def _insert_many(self, table, rows: list[dict[str, Any]]) -> None:
         """Rows in list order, one statement."""
         if not rows:
             return
@@ -149,8 +181,11 @@ class Repository(CueEvidenceStore):
         if not recall:
             self._update_where(s, {"id": session_id, "state": SessionState.OPEN}, {"last_activity_at": now})
             return
-        self.conn.execute(update(s).where(s.c.id == session_id, s.c.state == SessionState.OPEN)
-                          .values(last_activity_at=now, recall_calls=s.c.recall_calls + 1))
+        self.conn.execute(
+            update(s)
+            .where(s.c.id == session_id, s.c.state == SessionState.OPEN)
+            .values(last_activity_at=now, recall_calls=s.c.recall_calls + 1)
+        )
 
     def add_session_events(self, session_id: str, count: int) -> None:
         s = t.sessions
@@ -187,8 +222,12 @@ class Repository(CueEvidenceStore):
         if not session_ids:
             return {}
         r, x = t.retrievals, t.exposures
-        stmt = (select(x.c.target_kind, func.count()).join(r, r.c.id == x.c.retrieval_id)
-                .where(r.c.session_id.in_(list(session_ids)), x.c.covered.is_(False)).group_by(x.c.target_kind))
+        stmt = (
+            select(x.c.target_kind, func.count())
+            .join(r, r.c.id == x.c.retrieval_id)
+            .where(r.c.session_id.in_(list(session_ids)), x.c.covered.is_(False))
+            .group_by(x.c.target_kind)
+        )
         return {kind: n for kind, n in self.conn.execute(stmt)}
 
     # ---------------------------------------------------------------- continuity
@@ -217,16 +256,44 @@ class Repository(CueEvidenceStore):
 
     def find_active_claim(self, tenant: str, scope: str, type_: str, content: str) -> Row | None:
         m = t.memories
-        stmt = select(m).where(
-            m.c.tenant == tenant, m.c.scope == scope, m.c.type == type_,
-            m.c.content_hash == claim_hash(content), m.c.status == "active",
-        ).order_by(m.c.number).limit(1)
+        stmt = (
+            select(m)
+            .where(
+                m.c.tenant == tenant,
+                m.c.scope == scope,
+                m.c.type == type_,
+                m.c.content_hash == claim_hash(content),
+                m.c.status == "active",
+            )
+            .order_by(m.c.number)
+            .limit(1)
+        )
         return self._one(stmt, lock=True)
 
-    def insert_memory(self, *, tenant: str, scope: str, type_: str, content: str, source_kind: str,
-                      source_session_id: str | None, now: datetime) -> int:
-        return self.insert_memories([dict(tenant=tenant, scope=scope, type=type_, content=content, source_kind=source_kind,
-                                          source_session_id=source_session_id, created_at=now)])[0]
+    def insert_memory(
+        self,
+        *,
+        tenant: str,
+        scope: str,
+        type_: str,
+        content: str,
+        source_kind: str,
+        source_session_id: str | None,
+        now: datetime,
+    ) -> int:
+        return self.insert_memories(
+            [
+                dict(
+                    tenant=tenant,
+                    scope=scope,
+                    type=type_,
+                    content=content,
+                    source_kind=source_kind,
+                    source_session_id=source_session_id,
+                    created_at=now,
+                )
+            ]
+        )[0]
 
     def first_source_events(self, numbers: Sequence[int]) -> dict[int, int]:
         """Each memory's first source event (the claim that created it)."""
@@ -236,15 +303,24 @@ class Repository(CueEvidenceStore):
             return dict(driver_path.raw(self.conn, _SQLITE_FIRST_EVENTS, (json.dumps(list(numbers)),)))
         return {m: n for m, n in self.conn.execute(_FIRST_EVENTS, {"numbers": list(numbers)})}
 
-    def find_active_claims(self, tenant: str, scope: str, claims: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    def find_active_claims(
+        self, tenant: str, scope: str, claims: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], int]:
         """Active memories of the scope by (type, content hash): the MATCHED lookup for a batch."""
         m = t.memories
         # Naming every type keeps the lookup on the (tenant, scope, type, content_hash) index; on the
         # hash alone the planner walks the whole scope.
-        stmt = select(m.c.type, m.c.content_hash, func.min(m.c.number)).where(
-            m.c.tenant == tenant, m.c.scope == scope, m.c.status == "active",
-            m.c.type.in_(sorted({ty for ty, _ in claims})), m.c.content_hash.in_(sorted({h for _, h in claims})),
-        ).group_by(m.c.type, m.c.content_hash)
+        stmt = (
+            select(m.c.type, m.c.content_hash, func.min(m.c.number))
+            .where(
+                m.c.tenant == tenant,
+                m.c.scope == scope,
+                m.c.status == "active",
+                m.c.type.in_(sorted({ty for ty, _ in claims})),
+                m.c.content_hash.in_(sorted({h for _, h in claims})),
+            )
+            .group_by(m.c.type, m.c.content_hash)
+        )
         return {(ty, h): n for ty, h, n in self.conn.execute(stmt)}
 
     def insert_memories(self, rows: list[dict[str, Any]]) -> list[int]:
@@ -254,8 +330,15 @@ class Repository(CueEvidenceStore):
         `context_terms` (its session context, relevance.LexicalScorer)."""
         for row in rows:
             norm = normalize_claim(row["content"])
-            row.update(content_norm=norm, content_hash=claim_hash(row["content"]), content_key=content_key(norm),
-                       status="active", positive_cues=0, negative_cues=0, occurred_on=occurred_on(row.get("occurred_at")))
+            row.update(
+                content_norm=norm,
+                content_hash=claim_hash(row["content"]),
+                content_key=content_key(norm),
+                status="active",
+                positive_cues=0,
+                negative_cues=0,
+                occurred_on=occurred_on(row.get("occurred_at")),
+            )
             row.setdefault("occurred_at", None)
             row.setdefault("context_terms", None)
         own = [terms(f"{row['content']} {date_words(row['occurred_on'])}") for row in rows]
@@ -265,48 +348,68 @@ class Repository(CueEvidenceStore):
         self._insert_many(t.memories, rows)
         context = [row["context_terms"].split() if row["context_terms"] else [] for row in rows]
         self._count_terms(rows, own, context)
-        index = [{"n": n, "w": index_text(scope_key(row["tenant"], row["scope"]), w, c)}
-                 for n, row, w, c in zip(numbers, rows, own, context)]
+        index = [
+            {"n": n, "w": index_text(scope_key(row["tenant"], row["scope"]), w, c)}
+            for n, row, w, c in zip(numbers, rows, own, context)
+        ]
         if self.dialect == "sqlite":
             driver_path.raw_many(self.conn, "INSERT INTO memories_fts(rowid, words) VALUES (:n, :w)", index)
         else:
-            self.conn.execute(text("UPDATE memories SET content_tsv = to_tsvector('simple', :w) WHERE number = :n"), index)
+            self.conn.execute(
+                text("UPDATE memories SET content_tsv = to_tsvector('simple', :w) WHERE number = :n"), index
+            )
         return numbers
 
     def recent_claims(self, session_id: str, limit: int) -> list[str]:
         """The contents of the session's last `limit` claims, oldest first (session context)."""
         e = t.source_events
-        stmt = (select(e.c.content).where(e.c.session_id == session_id, e.c.kind == "claim")
-                .order_by(e.c.number.desc()).limit(limit))
+        stmt = (
+            select(e.c.content)
+            .where(e.c.session_id == session_id, e.c.kind == "claim")
+            .order_by(e.c.number.desc())
+            .limit(limit)
+        )
         return [c for (c,) in self.conn.execute(stmt)][::-1]
 
     def lock_claims_of_scope(self, tenant: str, scope: str) -> None:
         """Serialises claim creation in one scope across replicas (transaction-scoped advisory lock);
         SQLite transactions already hold the database write lock."""
         if self.dialect == "postgresql":
-            self.conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"), {"k": f"claims:{tenant}:{scope}"})
+            self.conn.execute(
+                text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"), {"k": f"claims:{tenant}:{scope}"}
+            )
 
     def _count_terms(self, rows: list[dict[str, Any]], own: list[list[str]], context: list[list[str]]) -> None:
         counts: dict[tuple[str, str, str], int] = {}
         for row, ws, cs in zip(rows, own, context):
             tenant, scope = row["tenant"], row["scope"]
-            for term, n in ((TOTAL_DOCS_TERM, 1), (TOTAL_WORDS_TERM, len(ws)), (TOTAL_CONTEXT_WORDS_TERM, len(cs)),
-                            *((w[:128], 1) for w in set(ws)), *((context_term(w)[:128], 1) for w in set(cs))):
+            for term, n in (
+                (TOTAL_DOCS_TERM, 1),
+                (TOTAL_WORDS_TERM, len(ws)),
+                (TOTAL_CONTEXT_WORDS_TERM, len(cs)),
+                *((w[:128], 1) for w in set(ws)),
+                *((context_term(w)[:128], 1) for w in set(cs)),
+            ):
                 key = (tenant, scope, term)
                 counts[key] = counts.get(key, 0) + n
         if counts and self.dialect == "sqlite":
             driver_path.raw_many(
-                self.conn, "INSERT INTO scope_terms (tenant, scope, term, docs) VALUES (?, ?, ?, ?) "
+                self.conn,
+                "INSERT INTO scope_terms (tenant, scope, term, docs) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (tenant, scope, term) DO UPDATE SET docs = docs + excluded.docs",
-                [(*k, v) for k, v in sorted(counts.items())])
+                [(*k, v) for k, v in sorted(counts.items())],
+            )
         elif counts:
             st = t.scope_terms
             upsert = dialect_insert(self.dialect)(st).values(
-                tenant=bindparam("tenant"), scope=bindparam("scope"), term=bindparam("term"), docs=bindparam("docs"))
-            upsert = upsert.on_conflict_do_update(index_elements=[st.c.tenant, st.c.scope, st.c.term],
-                                                  set_={"docs": st.c.docs + upsert.excluded.docs})
-            self.conn.execute(upsert, [{"tenant": k[0], "scope": k[1], "term": k[2], "docs": v}
-                                       for k, v in sorted(counts.items())])
+                tenant=bindparam("tenant"), scope=bindparam("scope"), term=bindparam("term"), docs=bindparam("docs")
+            )
+            upsert = upsert.on_conflict_do_update(
+                index_elements=[st.c.tenant, st.c.scope, st.c.term], set_={"docs": st.c.docs + upsert.excluded.docs}
+            )
+            self.conn.execute(
+                upsert, [{"tenant": k[0], "scope": k[1], "term": k[2], "docs": v} for k, v in sorted(counts.items())]
+            )
 
     def insert_source_events(self, rows: list[dict[str, Any]]) -> list[int]:
         numbers = self._allocate_numbers("source_events", len(rows))
@@ -321,9 +424,13 @@ class Repository(CueEvidenceStore):
         if count == 0:
             return []
         if self.dialect == "postgresql":
-            return sorted(n for (n,) in self.conn.execute(
-                text("SELECT nextval(pg_get_serial_sequence(:t, 'number')) FROM generate_series(1, :k)"),
-                {"t": table, "k": count}))
+            return sorted(
+                n
+                for (n,) in self.conn.execute(
+                    text("SELECT nextval(pg_get_serial_sequence(:t, 'number')) FROM generate_series(1, :k)"),
+                    {"t": table, "k": count},
+                )
+            )
         top = self.conn.execute(text(f"SELECT coalesce(max(number), 0) FROM {table}")).scalar_one()
         return list(range(top + 1, top + 1 + count))
 
@@ -340,14 +447,21 @@ class Repository(CueEvidenceStore):
             return {}
         return {r.number: r for r in self.conn.execute(select(m).where(m.c.number.in_(nums)))}
 
-    def retire_memory(self, number: int, *, stale_reason: str, superseded_by: int | None, now: datetime,
-                      retired_seq: int) -> None:
+    def retire_memory(
+        self, number: int, *, stale_reason: str, superseded_by: int | None, now: datetime, retired_seq: int
+    ) -> None:
         """Ledger rows from `retired_seq` on count for nothing for this memory (spec 12.1)."""
         m = t.memories
         self.conn.execute(
-            update(m).where(m.c.number == number, m.c.status == "active")
-            .values(status="retired", stale_reason=stale_reason, superseded_by=superseded_by, retired_at=now,
-                    retired_seq=retired_seq)
+            update(m)
+            .where(m.c.number == number, m.c.status == "active")
+            .values(
+                status="retired",
+                stale_reason=stale_reason,
+                superseded_by=superseded_by,
+                retired_at=now,
+                retired_seq=retired_seq,
+            )
         )
 
     def term_statistics(self, tenant: str, scope: str, terms: Sequence[str]) -> dict[str, int]:
@@ -360,8 +474,9 @@ class Repository(CueEvidenceStore):
         params = {"tenant": tenant, "scope": scope, "terms": wanted}
         return {r.term: r.docs for r in self.conn.execute(_TERM_DOCS, params)}
 
-    def lexical_matches(self, tenant: str, scope: str, terms: Sequence[str], limit: int,
-                        require_all: bool = False) -> list[Row]:
+    def lexical_matches(
+        self, tenant: str, scope: str, terms: Sequence[str], limit: int, require_all: bool = False
+    ) -> list[Row]:
         """Memories of the scope containing any (or, with `require_all`, all) of the terms.
 
         Active memories, plus memories retired as superseded (their replacements stand in). The
@@ -405,10 +520,14 @@ class Repository(CueEvidenceStore):
         else:
             # CROSS JOIN makes the numbers the outer loop, each a primary-key lookup: with `IN`, SQLite
             # walked the scope's (tenant, scope, status) index instead (24 ms at 100k memories, 0.2 ms so).
-            stmt = (f"SELECT {columns} FROM json_each(:numbers) AS wanted CROSS JOIN memories m "
-                    f"ON m.number = wanted.value WHERE {where}")
-        return self._memory_views(stmt, {"numbers": nums if self.dialect == "postgresql" else json.dumps(nums),
-                                         "tenant": tenant, "scope": scope})
+            stmt = (
+                f"SELECT {columns} FROM json_each(:numbers) AS wanted CROSS JOIN memories m "
+                f"ON m.number = wanted.value WHERE {where}"
+            )
+        return self._memory_views(
+            stmt,
+            {"numbers": nums if self.dialect == "postgresql" else json.dumps(nums), "tenant": tenant, "scope": scope},
+        )
 
     def _memory_views(self, sql: str, params: dict[str, Any]) -> list[MemoryView]:
         """The retrieval read path. On SQLite it goes straight through the driver (same `:name`
@@ -436,8 +555,11 @@ class Repository(CueEvidenceStore):
             f"SELECT {columns} FROM memories m WHERE {where} AND m.content_key {keys} AND ({contained})"
         )
         key_list = cue_keys(cues)
-        params: dict[str, Any] = {"tenant": tenant, "scope": scope,
-                                  "keys": key_list if self.dialect == "postgresql" else json.dumps(key_list)}
+        params: dict[str, Any] = {
+            "tenant": tenant,
+            "scope": scope,
+            "keys": key_list if self.dialect == "postgresql" else json.dumps(key_list),
+        }
         params.update({f"cue{i}": c for i, c in enumerate(cues)})
         return self._memory_views(stmt, params)
 
@@ -457,14 +579,18 @@ class Repository(CueEvidenceStore):
         if self.dialect == "sqlite":
             return driver_path.raw(self.conn, _SQLITE_LATEST_VECTOR, (tenant, scope, encoder_id)).fetchone()[0] or 0
         v = t.memory_vectors
-        stmt = select(func.max(v.c.number)).where(v.c.tenant == tenant, v.c.scope == scope, v.c.encoder_id == encoder_id)
+        stmt = select(func.max(v.c.number)).where(
+            v.c.tenant == tenant, v.c.scope == scope, v.c.encoder_id == encoder_id
+        )
         return self.conn.execute(stmt).scalar_one() or 0
 
     def vectors_after(self, tenant: str, scope: str, encoder_id: str, after: int) -> list[Row]:
         v = t.memory_vectors
-        stmt = select(v.c.number, v.c.vector).where(
-            v.c.tenant == tenant, v.c.scope == scope, v.c.encoder_id == encoder_id, v.c.number > after
-        ).order_by(v.c.number)
+        stmt = (
+            select(v.c.number, v.c.vector)
+            .where(v.c.tenant == tenant, v.c.scope == scope, v.c.encoder_id == encoder_id, v.c.number > after)
+            .order_by(v.c.number)
+        )
         return list(self.conn.execute(stmt))
 
     # ---------------------------------------------------------------- source events and episodes
@@ -500,7 +626,11 @@ class Repository(CueEvidenceStore):
         if not numbers:
             return []
         nums = list(numbers)
-        stmt = select(ep).where(or_(ep.c.event_number.in_(nums), ep.c.previous_event_number.in_(nums))).order_by(ep.c.number)
+        stmt = (
+            select(ep)
+            .where(or_(ep.c.event_number.in_(nums), ep.c.previous_event_number.in_(nums)))
+            .order_by(ep.c.number)
+        )
         return list(self.conn.execute(stmt))
 
     # ---------------------------------------------------------------- procedures
@@ -514,16 +644,20 @@ class Repository(CueEvidenceStore):
     def update_procedure(self, procedure_id: str, **values: Any) -> None:
         self._update_where(t.procedures, {"id": procedure_id}, values)
 
-    def procedures_with_sessions(self, tenant: str, scope: str | None = None, ids: Sequence[str] | None = None) -> list[Row]:
+    def procedures_with_sessions(
+        self, tenant: str, scope: str | None = None, ids: Sequence[str] | None = None
+    ) -> list[Row]:
         """Procedures joined with their source session's current outcome metadata."""
         if ids is None and scope is not None:
             if self.dialect == "sqlite":
                 return driver_path.select(self.conn, _SQLITE_PROCEDURES_IN_SCOPE, (tenant, scope), _PROCEDURE_COLUMNS)
             return list(self.conn.execute(_PROCEDURES_IN_SCOPE, {"tenant": tenant, "scope": scope}))
         p, s = t.procedures, t.sessions
-        stmt = select(
-            p, s.c.outcome, s.c.outcome_summary, s.c.verification, s.c.task.label("session_task")
-        ).join(s, s.c.id == p.c.session_id).where(p.c.tenant == tenant)
+        stmt = (
+            select(p, s.c.outcome, s.c.outcome_summary, s.c.verification, s.c.task.label("session_task"))
+            .join(s, s.c.id == p.c.session_id)
+            .where(p.c.tenant == tenant)
+        )
         if scope is not None:
             stmt = stmt.where(p.c.scope == scope)
         if ids is not None:
@@ -535,7 +669,12 @@ class Repository(CueEvidenceStore):
         stmt = (
             select(f.c.effect, f.c.contribution, f.c.recorded_at, s.c.state, s.c.outcome)
             .join(s, s.c.id == f.c.session_id)
-            .where(f.c.target_kind == "procedure", f.c.target_id == procedure_id, f.c.effective.is_(True), f.c.use == "used")
+            .where(
+                f.c.target_kind == "procedure",
+                f.c.target_id == procedure_id,
+                f.c.effective.is_(True),
+                f.c.use == "used",
+            )
             .order_by(f.c.seq.desc())
             .limit(limit)
         )
@@ -555,10 +694,19 @@ class Repository(CueEvidenceStore):
         return list(self.conn.execute(stmt))
 
     def insert_exposures(self, retrieval_id: str, targets: Sequence[tuple[str, str]], start: int) -> None:
-        self._insert_many(t.exposures, [
-            {"retrieval_id": retrieval_id, "target_kind": k, "target_id": i, "position": start + n, "covered": False}
-            for n, (k, i) in enumerate(targets)
-        ])
+        self._insert_many(
+            t.exposures,
+            [
+                {
+                    "retrieval_id": retrieval_id,
+                    "target_kind": k,
+                    "target_id": i,
+                    "position": start + n,
+                    "covered": False,
+                }
+                for n, (k, i) in enumerate(targets)
+            ],
+        )
 
     def exposures(self, retrieval_ids: Sequence[str]) -> list[Row]:
         x = t.exposures
@@ -571,24 +719,32 @@ class Repository(CueEvidenceStore):
 
     def mark_exposure(self, retrieval_id: str, kind: str, target_id: str, **values: Any) -> None:
         x = t.exposures
-        self.conn.execute(update(x).where(
-            x.c.retrieval_id == retrieval_id, x.c.target_kind == kind, x.c.target_id == target_id
-        ).values(**values))
+        self.conn.execute(
+            update(x)
+            .where(x.c.retrieval_id == retrieval_id, x.c.target_kind == kind, x.c.target_id == target_id)
+            .values(**values)
+        )
 
     def mark_exposures(self, retrieval_id: str, targets: Sequence[tuple[str, str]], **values: Any) -> None:
         if not targets:
             return
         x = t.exposures
-        stmt = update(x).where(x.c.retrieval_id == bindparam("r"), x.c.target_kind == bindparam("k"),
-                               x.c.target_id == bindparam("i")).values(**values)
+        stmt = (
+            update(x)
+            .where(
+                x.c.retrieval_id == bindparam("r"), x.c.target_kind == bindparam("k"), x.c.target_id == bindparam("i")
+            )
+            .values(**values)
+        )
         self.conn.execute(stmt, [{"r": retrieval_id, "k": k, "i": i} for k, i in targets])
 
     def get_cursor(self, cursor_id: str) -> Row | None:
         return self._row_where(t.cursors, id=cursor_id)
 
     def cursor_at(self, retrieval_id: str, memory_offset: int, procedure_offset: int) -> Row | None:
-        return self._row_where(t.cursors, retrieval_id=retrieval_id, memory_offset=memory_offset,
-                               procedure_offset=procedure_offset)
+        return self._row_where(
+            t.cursors, retrieval_id=retrieval_id, memory_offset=memory_offset, procedure_offset=procedure_offset
+        )
 
     def insert_cursor(self, **values: Any) -> None:
         self._insert(t.cursors, **values)
@@ -605,14 +761,20 @@ class Repository(CueEvidenceStore):
     def last_accepted_seqs(self, retrieval_id: str) -> dict[tuple[str, str], int]:
         """The latest accepted row of each target of a retrieval."""
         f = t.feedback_rows
-        stmt = select(f.c.target_kind, f.c.target_id, func.max(f.c.seq)).where(
-            f.c.retrieval_id == retrieval_id, f.c.accepted.is_(True)).group_by(f.c.target_kind, f.c.target_id)
+        stmt = (
+            select(f.c.target_kind, f.c.target_id, func.max(f.c.seq))
+            .where(f.c.retrieval_id == retrieval_id, f.c.accepted.is_(True))
+            .group_by(f.c.target_kind, f.c.target_id)
+        )
         return {(k, i): seq for k, i, seq in self.conn.execute(stmt)}
 
     def last_accepted_seq(self, retrieval_id: str, kind: str, target_id: str) -> int | None:
         f = t.feedback_rows
         stmt = select(func.max(f.c.seq)).where(
-            f.c.retrieval_id == retrieval_id, f.c.target_kind == kind, f.c.target_id == target_id, f.c.accepted.is_(True)
+            f.c.retrieval_id == retrieval_id,
+            f.c.target_kind == kind,
+            f.c.target_id == target_id,
+            f.c.accepted.is_(True),
         )
         return self.conn.execute(stmt).scalar_one()
 
@@ -630,11 +792,23 @@ class Repository(CueEvidenceStore):
         h = claim_hash(text_)
         row = self._one(select(g).where(g.c.tenant == tenant, g.c.scope == scope, g.c.text_hash == h), lock=True)
         if row is None:
-            self._insert(g, tenant=tenant, scope=scope, text_hash=h, text=text_, occurrences=1, open=True,
-                         first_seen_at=now, last_seen_at=now)
+            self._insert(
+                g,
+                tenant=tenant,
+                scope=scope,
+                text_hash=h,
+                text=text_,
+                occurrences=1,
+                open=True,
+                first_seen_at=now,
+                last_seen_at=now,
+            )
         else:
-            self.conn.execute(update(g).where(g.c.id == row.id).values(
-                occurrences=g.c.occurrences + 1, open=True, last_seen_at=now, text=text_))
+            self.conn.execute(
+                update(g)
+                .where(g.c.id == row.id)
+                .values(occurrences=g.c.occurrences + 1, open=True, last_seen_at=now, text=text_)
+            )
 
     def open_gaps(self, tenant: str, scope: str) -> list[Row]:
         if self.dialect == "sqlite":
@@ -681,8 +855,13 @@ class Repository(CueEvidenceStore):
         lk = t.session_memory_links
         existing = self._one(select(lk).where(lk.c.session_id == session_id, lk.c.memory_number == memory_number))
         if existing is None:
-            self._insert(lk, session_id=session_id, memory_number=memory_number,
-                         created_by_session=created, summary_hash=summary_hash)
+            self._insert(
+                lk,
+                session_id=session_id,
+                memory_number=memory_number,
+                created_by_session=created,
+                summary_hash=summary_hash,
+            )
 
     def unlink_session_memory(self, session_id: str, memory_number: int) -> None:
         lk = t.session_memory_links
@@ -690,7 +869,9 @@ class Repository(CueEvidenceStore):
 
     def memory_link_count(self, memory_number: int) -> int:
         lk = t.session_memory_links
-        return self.conn.execute(select(func.count()).select_from(lk).where(lk.c.memory_number == memory_number)).scalar_one()
+        return self.conn.execute(
+            select(func.count()).select_from(lk).where(lk.c.memory_number == memory_number)
+        ).scalar_one()
 
     def memory_has_remembered_source(self, memory_number: int) -> bool:
         e = t.source_events

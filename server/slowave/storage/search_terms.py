@@ -9,6 +9,7 @@ PostgreSQL's `simple` configuration: an ASCII word is written as is, any other w
 its UTF-8, behind a marker that keeps the two forms apart and says the field: `a`/`u` for the
 memory's own terms, `c`/`v` for its session context (relevance.LexicalScorer).
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -4,9 +4,10 @@ Memories and the feedback ledger are the truth; per-cue learned evidence and pro
 counters are projections of the ledger kept under row locks; the full-text index is a projection of
 memories.
 """
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sqlalchemy import (
     JSON,
@@ -23,8 +24,8 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
-from sqlalchemy import text
 from sqlalchemy.types import TypeDecorator
 
 
@@ -34,15 +35,15 @@ class UtcDateTime(TypeDecorator):
     impl = DateTime(timezone=True)
     cache_ok = True
 
-    def process_bind_param(self, value: datetime | None, dialect):  # noqa: ANN001
+    def process_bind_param(self, value: datetime | None, dialect):
         if value is None:
             return None
-        return value.astimezone(timezone.utc) if dialect.name != "sqlite" else value.astimezone(timezone.utc).replace(tzinfo=None)
+        return value.astimezone(UTC) if dialect.name != "sqlite" else value.astimezone(UTC).replace(tzinfo=None)
 
-    def process_result_value(self, value: datetime | None, dialect):  # noqa: ANN001
+    def process_result_value(self, value: datetime | None, dialect):
         if value is None:
             return None
-        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 metadata = MetaData()
@@ -122,8 +123,16 @@ memories = Table(
     Index("ix_memories_claim", "tenant", "scope", "type", "content_hash"),
     Index("ix_memories_scope_status", "tenant", "scope", "status"),
     Index("ix_memories_content_key", "tenant", "scope", "content_key"),
-    Index("uq_memories_active_claim", "tenant", "scope", "type", "content_hash", unique=True,
-          sqlite_where=text("status = 'active'"), postgresql_where=text("status = 'active'")),
+    Index(
+        "uq_memories_active_claim",
+        "tenant",
+        "scope",
+        "type",
+        "content_hash",
+        unique=True,
+        sqlite_where=text("status = 'active'"),
+        postgresql_where=text("status = 'active'"),
+    ),
     # The full-text index (migration 0006; words written by storage.search_terms): SQLite, the
     # contentless FTS5 table memories_fts; PostgreSQL, content_tsv tsvector + GIN index.
 )
@@ -208,8 +217,10 @@ procedures = Table(
     Column("applicability_text", Text, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
-    *(Column(f"ev_{name}", Integer, nullable=False, default=0)
-      for name in ("used", "not_used", "unassessable", "helped", "no_effect", "harmed", "unknown")),
+    *(
+        Column(f"ev_{name}", Integer, nullable=False, default=0)
+        for name in ("used", "not_used", "unassessable", "helped", "no_effect", "harmed", "unknown")
+    ),
     Index("ix_procedures_scope", "tenant", "scope"),
 )
 

@@ -3,6 +3,7 @@
 Kept apart from the repository module: authentication reads these two tables and nothing else,
 and nothing else reads them.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -13,10 +14,9 @@ from slowave.storage import tables as t
 from slowave.storage.repository import Repository
 
 _k, _t = t.api_keys, t.tenants
-_KEY_WITH_TENANT = (
-    select(_k.c.key_hash, _k.c.tenant, _k.c.source, _k.c.revoked_at, func.coalesce(_t.c.disabled, False).label("disabled"))
-    .select_from(_k.outerjoin(_t, _t.c.name == _k.c.tenant))
-)
+_KEY_WITH_TENANT = select(
+    _k.c.key_hash, _k.c.tenant, _k.c.source, _k.c.revoked_at, func.coalesce(_t.c.disabled, False).label("disabled")
+).select_from(_k.outerjoin(_t, _t.c.name == _k.c.tenant))
 
 
 class TenancyStore:
@@ -36,15 +36,17 @@ class TenancyStore:
 
     # ---------------------------------------------------------------- provisioning
 
-    def insert_key_if_absent(self, key_hash: str, tenant: str, source: str, now: datetime,
-                             label: str | None = None) -> None:
-        self._insert_if_absent(_k, [_k.c.key_hash], key_hash=key_hash, tenant=tenant, source=source, label=label,
-                               created_at=now)
+    def insert_key_if_absent(
+        self, key_hash: str, tenant: str, source: str, now: datetime, label: str | None = None
+    ) -> None:
+        self._insert_if_absent(
+            _k, [_k.c.key_hash], key_hash=key_hash, tenant=tenant, source=source, label=label, created_at=now
+        )
 
     def ensure_tenant(self, name: str, now: datetime) -> None:
         self._insert_if_absent(_t, [_t.c.name], name=name, disabled=False, created_at=now, updated_at=now)
 
-    def _insert_if_absent(self, table, index, **values) -> None:  # noqa: ANN001, ANN003
+    def _insert_if_absent(self, table, index, **values) -> None:
         # Replicas starting together provision the same rows: a conflict means another did it.
         if self.dialect == "postgresql":
             from sqlalchemy.dialects.postgresql import insert as dialect_insert
@@ -53,8 +55,9 @@ class TenancyStore:
         self.conn.execute(dialect_insert(table).values(**values).on_conflict_do_nothing(index_elements=index))
 
     def revoke(self, key_hash: str, now: datetime) -> bool:
-        result = self.conn.execute(update(_k).where(_k.c.key_hash == key_hash, _k.c.revoked_at.is_(None))
-                                   .values(revoked_at=now))
+        result = self.conn.execute(
+            update(_k).where(_k.c.key_hash == key_hash, _k.c.revoked_at.is_(None)).values(revoked_at=now)
+        )
         return result.rowcount > 0
 
     def keys_with_hash_prefix(self, prefix: str) -> list[Row]:
@@ -76,7 +79,10 @@ class TenancyStore:
         return list(self.conn.execute(stmt))
 
     def list_tenants(self) -> list[Row]:
-        active = (select(func.count()).select_from(_k)
-                  .where(_k.c.tenant == _t.c.name, _k.c.revoked_at.is_(None)).scalar_subquery())
+        active = (
+            select(func.count())
+            .select_from(_k)
+            .where(_k.c.tenant == _t.c.name, _k.c.revoked_at.is_(None))
+            .scalar_subquery()
+        )
         return list(self.conn.execute(select(_t, active.label("active_keys")).order_by(_t.c.name)))
-

@@ -1,4 +1,5 @@
 """Alembic environment: runs on the connection the service hands it (see storage.database)."""
+
 from __future__ import annotations
 
 from alembic import context

@@ -3,6 +3,7 @@
 Revision ID: 0002
 Revises: 0001
 """
+
 from __future__ import annotations
 
 import re
@@ -28,9 +29,15 @@ def _words(text: str) -> list[str]:
 
 def upgrade() -> None:
     bind = op.get_bind()
-    memories = sa.table("memories", sa.column("number", sa.Integer), sa.column("tenant", sa.String),
-                        sa.column("scope", sa.String), sa.column("content", sa.Text),
-                        sa.column("content_norm", sa.Text), sa.column("content_key", sa.String))
+    memories = sa.table(
+        "memories",
+        sa.column("number", sa.Integer),
+        sa.column("tenant", sa.String),
+        sa.column("scope", sa.String),
+        sa.column("content", sa.Text),
+        sa.column("content_norm", sa.Text),
+        sa.column("content_key", sa.String),
+    )
     for row in bind.execute(sa.select(memories.c.number, memories.c.content_norm)).all():
         key = row.content_norm[:_KEY_CHARS] if len(row.content_norm) >= _KEY_CHARS else None
         bind.execute(memories.update().where(memories.c.number == row.number).values(content_key=key))

@@ -3,6 +3,7 @@
 Revision ID: 0004
 Revises: 0003
 """
+
 from __future__ import annotations
 
 import re
@@ -29,8 +30,14 @@ def upgrade() -> None:
     bind = op.get_bind()
     # The duplicate rule of spec 6.3 as a constraint: two concurrent Remembers of one claim cannot
     # both create it (the loser's transaction fails and is retried as MATCHED).
-    op.create_index("uq_memories_active_claim", "memories", ["tenant", "scope", "type", "content_hash"],
-                    unique=True, sqlite_where=sa.text("status = 'active'"), postgresql_where=sa.text("status = 'active'"))
+    op.create_index(
+        "uq_memories_active_claim",
+        "memories",
+        ["tenant", "scope", "type", "content_hash"],
+        unique=True,
+        sqlite_where=sa.text("status = 'active'"),
+        postgresql_where=sa.text("status = 'active'"),
+    )
     if bind.dialect.name != "postgresql":
         return
     # The words are the service's own tokens (the same the SQLite index and relevance use), indexed

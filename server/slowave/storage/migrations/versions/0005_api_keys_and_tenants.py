@@ -3,6 +3,7 @@
 Revision ID: 0005
 Revises: 0004
 """
+
 from __future__ import annotations
 
 import sqlalchemy as sa

@@ -8,6 +8,7 @@ indexed word carries its partition's key, so postings hold one scope's memories 
 Revision ID: 0006
 Revises: 0005
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -67,11 +68,18 @@ def upgrade() -> None:
         op.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES ('automerge', 2)")
         update = sa.text("INSERT INTO memories_fts(rowid, words) VALUES (:n, :w)")
 
-    memories = sa.table("memories", sa.column("number", sa.Integer), sa.column("tenant", sa.String),
-                        sa.column("scope", sa.String), sa.column("content", sa.Text))
+    memories = sa.table(
+        "memories",
+        sa.column("number", sa.Integer),
+        sa.column("tenant", sa.String),
+        sa.column("scope", sa.String),
+        sa.column("content", sa.Text),
+    )
     counts: dict[tuple[str, str, str], int] = {}
     batch: list[dict] = []
-    query = sa.select(memories.c.number, memories.c.tenant, memories.c.scope, memories.c.content).order_by(memories.c.number)
+    query = sa.select(memories.c.number, memories.c.tenant, memories.c.scope, memories.c.content).order_by(
+        memories.c.number
+    )
     for number, tenant, scope, content in bind.execute(query):
         words = _tokens(content)
         for term, n in ((_TOTAL_DOCS, 1), (_TOTAL_WORDS, len(words)), *((w[:128], 1) for w in set(words))):
@@ -84,7 +92,7 @@ def upgrade() -> None:
         bind.execute(update, batch)
     rows = [{"tenant": k[0], "scope": k[1], "term": k[2], "docs": v} for k, v in counts.items()]
     for i in range(0, len(rows), 5000):
-        bind.execute(sa.insert(scope_terms), rows[i:i + 5000])
+        bind.execute(sa.insert(scope_terms), rows[i : i + 5000])
 
 
 def downgrade() -> None:

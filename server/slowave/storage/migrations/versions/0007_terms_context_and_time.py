@@ -12,10 +12,11 @@ stop-word list into a migration would fork them. A later change of terms brings 
 Revision ID: 0007
 Revises: 0006
 """
+
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 from alembic import op
@@ -51,9 +52,12 @@ def upgrade() -> None:
         batch.add_column(sa.Column("context_terms", sa.Text()))
 
     # Each claim event in session order; a memory's context is the claims just before its first one.
-    events = bind.execute(sa.text(
-        "SELECT number, session_id, memory_number, content, occurred_at FROM source_events "
-        "WHERE kind = 'claim' ORDER BY session_id, number")).all()
+    events = bind.execute(
+        sa.text(
+            "SELECT number, session_id, memory_number, content, occurred_at FROM source_events "
+            "WHERE kind = 'claim' ORDER BY session_id, number"
+        )
+    ).all()
     first: dict[int, tuple[object, list[str]]] = {}
     previous: list[str] = []
     session = None
@@ -64,8 +68,9 @@ def upgrade() -> None:
             first[memory] = (occurred, previous[-_WINDOW:])
         previous.append(content)
 
-    memories = bind.execute(sa.text(
-        "SELECT number, tenant, scope, content, source_kind FROM memories ORDER BY number")).all()
+    memories = bind.execute(
+        sa.text("SELECT number, tenant, scope, content, source_kind FROM memories ORDER BY number")
+    ).all()
     counts: dict[tuple[str, str, str], int] = {}
     updates, index = [], []
     for number, tenant, scope, content, source_kind in memories:
@@ -74,36 +79,51 @@ def upgrade() -> None:
             occurred = datetime.fromisoformat(occurred)
         day = None
         if occurred is not None:
-            occurred = occurred.replace(tzinfo=timezone.utc) if occurred.tzinfo is None else occurred
-            day = occurred.astimezone(timezone.utc).date().isoformat()
+            occurred = occurred.replace(tzinfo=UTC) if occurred.tzinfo is None else occurred
+            day = occurred.astimezone(UTC).date().isoformat()
             if not postgres:  # stored as tables.UtcDateTime stores it
-                occurred = occurred.astimezone(timezone.utc).replace(tzinfo=None)
+                occurred = occurred.astimezone(UTC).replace(tzinfo=None)
         context = terms(" ".join(window)) if source_kind == "explicit_remember" and window else []
         own = terms(f"{content} {date_words(day)}")
         updates.append({"n": number, "at": occurred, "on": day, "ctx": " ".join(context) or None})
         key = _key(tenant, scope)
-        index.append({"n": number, "w": " ".join(
-            [_token(key, w, False) for w in sorted(set(own))] + [_token(key, w, True) for w in sorted(set(context))])})
-        for term, n in ((_TOTAL_DOCS, 1), (_TOTAL_WORDS, len(own)), (_TOTAL_CONTEXT, len(context)),
-                        *((w[:128], 1) for w in set(own)), *(((_CONTEXT + w)[:128], 1) for w in set(context))):
+        index.append(
+            {
+                "n": number,
+                "w": " ".join(
+                    [_token(key, w, False) for w in sorted(set(own))]
+                    + [_token(key, w, True) for w in sorted(set(context))]
+                ),
+            }
+        )
+        for term, n in (
+            (_TOTAL_DOCS, 1),
+            (_TOTAL_WORDS, len(own)),
+            (_TOTAL_CONTEXT, len(context)),
+            *((w[:128], 1) for w in set(own)),
+            *(((_CONTEXT + w)[:128], 1) for w in set(context)),
+        ):
             counts[(tenant, scope, term)] = counts.get((tenant, scope, term), 0) + n
 
     for i in range(0, len(updates), 1000):
-        bind.execute(sa.text("UPDATE memories SET occurred_at = :at, occurred_on = :on, context_terms = :ctx "
-                             "WHERE number = :n").bindparams(sa.bindparam("at", type_=sa.DateTime(timezone=True))),
-                     updates[i:i + 1000])
+        bind.execute(
+            sa.text(
+                "UPDATE memories SET occurred_at = :at, occurred_on = :on, context_terms = :ctx WHERE number = :n"
+            ).bindparams(sa.bindparam("at", type_=sa.DateTime(timezone=True))),
+            updates[i : i + 1000],
+        )
     if postgres:
         fill = sa.text("UPDATE memories SET content_tsv = to_tsvector('simple', :w) WHERE number = :n")
     else:
         op.execute("DELETE FROM memories_fts")
         fill = sa.text("INSERT INTO memories_fts(rowid, words) VALUES (:n, :w)")
     for i in range(0, len(index), 1000):
-        bind.execute(fill, index[i:i + 1000])
+        bind.execute(fill, index[i : i + 1000])
     op.execute("DELETE FROM scope_terms")
     rows = [{"tenant": k[0], "scope": k[1], "term": k[2], "docs": v} for k, v in counts.items()]
     scope_terms = sa.table("scope_terms", sa.column("tenant"), sa.column("scope"), sa.column("term"), sa.column("docs"))
     for i in range(0, len(rows), 5000):
-        bind.execute(sa.insert(scope_terms), rows[i:i + 5000])
+        bind.execute(sa.insert(scope_terms), rows[i : i + 5000])
 
 
 def downgrade() -> None:

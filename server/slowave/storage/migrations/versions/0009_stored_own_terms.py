@@ -10,6 +10,7 @@ the running code's terms, like 0007 (which this revision's index already reflect
 Revision ID: 0009
 Revises: 0008
 """
+
 from __future__ import annotations
 
 import sqlalchemy as sa
@@ -32,7 +33,7 @@ def upgrade() -> None:
     rows = bind.execute(sa.text("SELECT number, content, occurred_on FROM memories ORDER BY number")).all()
     updates = [{"n": n, "w": " ".join(terms(f"{content} {date_words(day)}"))} for n, content, day in rows]
     for i in range(0, len(updates), _BATCH):
-        bind.execute(sa.text("UPDATE memories SET own_terms = :w WHERE number = :n"), updates[i:i + _BATCH])
+        bind.execute(sa.text("UPDATE memories SET own_terms = :w WHERE number = :n"), updates[i : i + _BATCH])
 
 
 def downgrade() -> None:
