@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 import threading
 
+from slowave.domain.claim_identity import claim_hash
 from slowave.domain.identifiers import memory_id, new_feedback_event_id
 from slowave.service.context import ServiceContext
 from slowave.service.knowledge_gaps import close_answered_gaps
-from slowave.storage.repository import Repository, claim_hash
+from slowave.storage.repository import Repository
 
 log = logging.getLogger(__name__)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from slowave.domain.claim_identity import claim_hash
 from slowave.domain.identifiers import event_id, memory_id
 from slowave.domain.relevance import SESSION_CONTEXT_CLAIMS, session_context
 from slowave.service import results as r
@@ -12,7 +13,7 @@ from slowave.service.commands import Claim, RememberCommand
 from slowave.service.context import ServiceContext
 from slowave.service.knowledge_gaps import close_answered_gaps
 from slowave.service.sessions import open_session_in_scope
-from slowave.storage.repository import Repository, claim_hash
+from slowave.storage.repository import Repository
 
 log = logging.getLogger(__name__)
 

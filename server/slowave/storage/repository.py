@@ -7,7 +7,6 @@ already hold the database write lock from their first statement.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import namedtuple
 from collections.abc import Iterable, Sequence
@@ -16,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, select, text, update
 
+from slowave.domain.claim_identity import claim_hash
 from slowave.domain.dates import date_words, occurred_on
 from slowave.domain.relevance import TOTAL_CONTEXT_WORDS_TERM, TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, context_term
 from slowave.domain.session_state import SessionState
@@ -38,10 +38,6 @@ def cue_keys(normalized_cues: Sequence[str]) -> list[str]:
     return sorted(
         {c[i : i + CONTENT_KEY_CHARS] for c in normalized_cues for i in range(len(c) - CONTENT_KEY_CHARS + 1)}
     )
-
-
-def claim_hash(content: str) -> str:
-    return hashlib.sha256(normalize_claim(content).encode("utf-8")).hexdigest()
 
 
 # What retrieval reads of a memory (not the index columns, which would only cost time per row).
