@@ -24,6 +24,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.types import TypeDecorator
@@ -137,6 +138,27 @@ memories = Table(
     # contentless FTS5 table memories_fts; PostgreSQL, content_tsv tsvector + GIN index.
 )
 
+# The full-text index's objects, which only the migrations describe (an FTS5 virtual table and its
+# shadow tables; a tsvector column and its GIN index): SQLAlchemy has no construct for the first
+# and the second exists on one backend only. Schema comparisons leave them out.
+FULL_TEXT_INDEX = frozenset(
+    {
+        "memories_fts",
+        "memories_fts_config",
+        "memories_fts_data",
+        "memories_fts_docsize",
+        "memories_fts_idx",
+        "content_tsv",
+        "ix_memories_content_tsv",
+    }
+)
+
+
+def compared(name: str | None, type_: str, parents: dict) -> bool:
+    """Alembic's `include_name` filter: everything but the full-text index."""
+    return name not in FULL_TEXT_INDEX
+
+
 memory_vectors = Table(
     "memory_vectors",
     metadata,
@@ -235,7 +257,7 @@ retrievals = Table(
     Column("scope", String(256), nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("page_size", Integer, nullable=False),
-    Column("policy_version", String(256), nullable=False),  # 128 before 0008
+    Column("policy_version", String(256), nullable=False),  # 128 before 0008 (0010 on SQLite)
     Column("cue_number", Integer),  # the cue the catalog was ranked for (cues.number)
     Column("relevant_total", Integer, nullable=False),
     Column("catalog_truncated", Boolean, nullable=False),
@@ -353,7 +375,7 @@ tenants = Table(
     "tenants",
     metadata,
     Column("name", String(64), primary_key=True),
-    Column("disabled", Boolean, nullable=False, default=False),
+    Column("disabled", Boolean, nullable=False, default=False, server_default=false()),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
 )

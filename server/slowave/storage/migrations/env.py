@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from slowave.storage.tables import metadata
+from slowave.storage.tables import compared, metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:  # the alembic CLI, for authoring migrations
@@ -13,6 +13,6 @@ if connection is None:  # the alembic CLI, for authoring migrations
     engine = create_engine(context.config.get_main_option("sqlalchemy.url"))
     connection = engine.connect()
 
-context.configure(connection=connection, target_metadata=metadata, render_as_batch=True)
+context.configure(connection=connection, target_metadata=metadata, render_as_batch=True, include_name=compared)
 with context.begin_transaction():
     context.run_migrations()
