@@ -51,8 +51,8 @@ class Server:
 
     def counts(self) -> dict[str, int]:
         """Row counts of every table: a rejected request must leave them unchanged."""
-        with self.running.ctx.db.transaction() as repo:
-            return repo.table_counts()
+        with self.running.ctx.db.transaction() as uow:
+            return uow.table_counts()
 
     def snapshot(self) -> dict[str, Any]:
         """Row counts plus the ledger and every session row: evidence that nothing was written.
@@ -61,11 +61,11 @@ class Server:
         change the picture between two snapshots.
         """
         self.consolidate()
-        with self.running.ctx.db.transaction() as repo:
+        with self.running.ctx.db.transaction() as uow:
             return {
-                "counts": repo.table_counts(),
-                "ledger": [tuple(r) for r in repo.ledger_rows()],
-                "sessions": [tuple(r) for r in repo.list_sessions(None, None, 10_000)],
+                "counts": uow.table_counts(),
+                "ledger": [tuple(r) for r in uow.ledger.rows()],
+                "sessions": [tuple(r) for r in uow.sessions.list(None, None, 10_000)],
             }
 
     def consolidate(self) -> int:
@@ -80,8 +80,8 @@ class Server:
 
         from slowave.storage.tables import consolidation_queue as q
 
-        with self.running.ctx.db.transaction() as repo:
-            return repo.conn.execute(select(func.count()).select_from(q).where(q.c.done_at.is_(None))).scalar_one()
+        with self.running.ctx.db.engine.connect() as conn:
+            return conn.execute(select(func.count()).select_from(q).where(q.c.done_at.is_(None))).scalar_one()
 
     def admin(self, *args: str) -> str:
         return run_admin(self.database_url, *args)

@@ -45,14 +45,14 @@ def cmd_embed(ctx: ServiceContext, args: argparse.Namespace) -> None:
     assert channel is not None
     done = 0
     while True:
-        with ctx.db.transaction() as repo:
-            rows = repo.memories_without_vector(channel.encoder.encoder_id, args.batch)
+        with ctx.db.transaction() as uow:
+            rows = uow.vectors.memories_without_vector(channel.encoder.encoder_id, args.batch)
         if not rows:
             break
         vectors = channel.embed([r.content for r in rows])  # outside any transaction
-        with ctx.db.transaction() as repo:
+        with ctx.db.transaction() as uow:
             for row, vector in zip(rows, vectors):
-                repo.insert_vector(row.number, row.tenant, row.scope, channel.encoder.encoder_id, vector)
+                uow.vectors.insert(row.number, row.tenant, row.scope, channel.encoder.encoder_id, vector)
         done += len(rows)
     print(f"embedded: {done}")
 
@@ -75,8 +75,8 @@ def cmd_learning_replay(ctx: ServiceContext, args: argparse.Namespace) -> None:
 
 
 def cmd_knowledge_gaps(ctx: ServiceContext, args: argparse.Namespace) -> None:
-    with ctx.db.transaction() as repo:
-        gaps = repo.list_gaps(args.tenant, args.scope, include_closed=args.all)
+    with ctx.db.transaction() as uow:
+        gaps = uow.gaps.list(args.tenant, args.scope, include_closed=args.all)
     if args.json:
         print(
             json.dumps(
@@ -105,8 +105,8 @@ def cmd_knowledge_gaps(ctx: ServiceContext, args: argparse.Namespace) -> None:
 
 
 def cmd_sessions(ctx: ServiceContext, args: argparse.Namespace) -> None:
-    with ctx.db.transaction() as repo:
-        rows = repo.list_sessions(args.tenant, args.state, args.limit)
+    with ctx.db.transaction() as uow:
+        rows = uow.sessions.list(args.tenant, args.state, args.limit)
     for s in rows:
         print(
             f"session_id: {s.id}\tstate: {s.state.upper()}\tscope: {s.scope}\toutcome: {s.outcome or '-'}\t"
@@ -115,12 +115,12 @@ def cmd_sessions(ctx: ServiceContext, args: argparse.Namespace) -> None:
 
 
 def cmd_session(ctx: ServiceContext, args: argparse.Namespace) -> None:
-    with ctx.db.transaction() as repo:
-        s = repo.get_session_any(args.session_id)
+    with ctx.db.transaction() as uow:
+        s = uow.sessions.get_any(args.session_id)
         if s is None:
             print(f"session {args.session_id} not found", file=sys.stderr)
             raise SystemExit(1)
-        trajectory = repo.session_source_events(s.id, kind="trajectory")
+        trajectory = uow.events.of_session(s.id, kind="trajectory")
     verification = s.verification or {}
     record = {
         "session_id": s.id,

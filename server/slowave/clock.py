@@ -18,17 +18,8 @@ class SystemClock:
 class DatabaseClock:
     """The database server's clock (spec 2.6: with replicas, times come from one clock)."""
 
-    def __init__(self, engine) -> None:
-        self.engine = engine
+    def __init__(self, db) -> None:
+        self.db = db
 
     def now(self) -> datetime:
-        from sqlalchemy import text
-        from sqlalchemy.exc import DBAPIError
-
-        from slowave.domain.errors import StorageUnavailable
-
-        try:
-            with self.engine.connect() as conn:
-                return conn.execute(text("SELECT clock_timestamp()")).scalar_one().astimezone(UTC)
-        except DBAPIError as exc:
-            raise StorageUnavailable("the database is unavailable; retry shortly") from exc
+        return self.db.server_time()

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from slowave.config import DEFAULT_SEMANTIC, parse_semantic
-from slowave.storage.repository import Repository
+from slowave.storage.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
 
@@ -183,18 +183,18 @@ class VectorIndex:
         self._scopes: dict[tuple[str, str], _Scope] = {}
         self._lock = threading.Lock()
 
-    def _scope(self, repo: Repository, tenant: str, scope: str) -> _Scope | None:
+    def _scope(self, uow: UnitOfWork, tenant: str, scope: str) -> _Scope | None:
         """The scope's cache, brought up to the newest vector of the request's transaction."""
         import numpy as np
 
-        latest = repo.latest_vector_number(tenant, scope, self.encoder_id)
+        latest = uow.vectors.latest_number(tenant, scope, self.encoder_id)
         if latest == 0:
             return None
         with self._lock:
             entry = self._scopes.get((tenant, scope))
         if entry is not None and entry.latest >= latest:
             return self._caught_up(entry)
-        rows = repo.vectors_after(tenant, scope, self.encoder_id, entry.latest if entry else 0)
+        rows = uow.vectors.after(tenant, scope, self.encoder_id, entry.latest if entry else 0)
         if not rows:
             return self._caught_up(entry) if entry is not None else None
         matrix = np.vstack([np.frombuffer(r.vector, dtype=np.float32) for r in rows])
@@ -249,12 +249,12 @@ class VectorIndex:
             entry.building = False
 
     def similarities(
-        self, repo: Repository, tenant: str, scope: str, query: Any, also: list[int], limit: int
+        self, uow: UnitOfWork, tenant: str, scope: str, query: Any, also: list[int], limit: int
     ) -> dict[int, float]:
         """Exact cosine similarity of the `limit` nearest memories of the scope, and of those in `also`."""
         import numpy as np
 
-        entry = self._scope(repo, tenant, scope)
+        entry = self._scope(uow, tenant, scope)
         if entry is None:
             return {}
         query = np.asarray(query, dtype=np.float32)

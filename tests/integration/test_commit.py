@@ -109,9 +109,9 @@ def nested_context(depth: int) -> struct_pb2.Struct:
 
 
 def episodes_of(server, session_id: str) -> int:
-    with server.running.ctx.db.transaction() as repo:
+    with server.running.ctx.db.engine.connect() as conn:
         e = t.episodes
-        return repo.conn.execute(select(func.count()).select_from(e).where(e.c.session_id == session_id)).scalar_one()
+        return conn.execute(select(func.count()).select_from(e).where(e.c.session_id == session_id)).scalar_one()
 
 
 # ------------------------------------------------------------------------------------------ 10

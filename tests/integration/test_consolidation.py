@@ -46,8 +46,8 @@ def retrieve(stub, scope: str, task: str) -> pb.ActivateResponse:
 
 def session_links(server, session_id: str) -> list:
     """White-box: the session → derived-memory links consolidation keeps (no RPC reports them)."""
-    with server.running.ctx.db.transaction() as repo:
-        return [(link.memory_number, link.created_by_session) for link in repo.session_links(session_id)]
+    with server.running.ctx.db.transaction() as uow:
+        return [(link.memory_number, link.created_by_session) for link in uow.consolidation.session_links(session_id)]
 
 
 # ------------------------------------------------------------------------------------ 59

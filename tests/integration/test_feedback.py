@@ -104,8 +104,8 @@ def procedure_of(resp, procedure_id: str) -> pb.Procedure:
 
 
 def ledger(server: Server, retrieval_id: str) -> list:
-    with server.running.ctx.db.transaction() as repo:
-        return list(repo.ledger_rows(retrieval_id))
+    with server.running.ctx.db.transaction() as uow:
+        return list(uow.ledger.rows(retrieval_id))
 
 
 def rejected_tuples(record: pb.FeedbackRecord) -> list[tuple[int, str, str, str]]:
@@ -675,8 +675,8 @@ def test_batch_feedback_on_ended_session_retrieval_is_accepted(stub, scope):
 
 
 def _session_row(server: Server, session_id: str):
-    with server.running.ctx.db.transaction() as repo:
-        return repo.get_session_any(session_id)
+    with server.running.ctx.db.transaction() as uow:
+        return uow.sessions.get_any(session_id)
 
 
 def test_s40_feedback_touches_only_the_owning_open_session(server, stub, scope):

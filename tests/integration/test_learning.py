@@ -365,8 +365,8 @@ def test_replay_equals_state_after_a_long_mixed_workload(make_server):
     assert memories  # the workload assessed them
 
     # The check can fail: a tampered sum is reported, and --repair restores the replayed state.
-    with server.running.ctx.db.transaction() as repo:
-        repo.conn.execute(update(t.memory_cue_evidence).values(units=t.memory_cue_evidence.c.units + 1))
+    with server.running.ctx.db.engine.begin() as conn:
+        conn.execute(update(t.memory_cue_evidence).values(units=t.memory_cue_evidence.c.units + 1))
     broken = json.loads(run_admin_allowing_failure(server.database_url, "learning-replay", "--json"))
     assert len(broken["differences"]) >= report["cue_sums"], broken
     repaired = json.loads(server.admin("learning-replay", "--repair", "--json"))

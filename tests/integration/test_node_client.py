@@ -84,10 +84,10 @@ def test_node_client_runs_a_full_cycle_checked_against_the_server(node: str, ser
     # 4. The second Activate returned the claim; the server recorded exactly what it printed as exposed.
     exposed_memories = [m["memory_id"] for m in second["memories"]]
     assert remembered["memory_id"] in exposed_memories
-    with server.running.ctx.db.transaction() as repo:
-        exposures = [(x.target_kind, x.target_id) for x in repo.exposures([second["retrieval_id"]])]
-        first_session = repo.get_session_any(first["session_id"])
-        second_session_scope = repo.get_session_any(second["session_id"]).scope
+    with server.running.ctx.db.transaction() as uow:
+        exposures = [(x.target_kind, x.target_id) for x in uow.retrievals.exposures([second["retrieval_id"]])]
+        first_session = uow.sessions.get_any(first["session_id"])
+        second_session_scope = uow.sessions.get_any(second["session_id"]).scope
     assert sorted(exposures) == sorted(
         [("memory", i) for i in exposed_memories] + [("procedure", i) for i in second["procedure_ids"]]
     )
@@ -126,13 +126,13 @@ def test_node_client_runs_a_full_cycle_checked_against_the_server(node: str, ser
         "procedure_ids": second["procedure_ids"],
     }
     assert record["outstanding"] == {"memory_ids": [], "procedure_ids": []}
-    with server.running.ctx.db.transaction() as repo:
+    with server.running.ctx.db.transaction() as uow:
         explicit = [
             (r.target_id, r.assessment, r.effect)
-            for r in repo.ledger_rows(second["retrieval_id"])
+            for r in uow.ledger.rows(second["retrieval_id"])
             if r.target_kind == "memory" and r.accepted and not r.implicit
         ]
-        second_session = repo.get_session_any(second["session_id"])
+        second_session = uow.sessions.get_any(second["session_id"])
     assert explicit == [(remembered["memory_id"], "used", "helped")]
 
     # 7. The identical Commit closed the second session.
@@ -218,10 +218,10 @@ def test_node_client_with_an_api_key_against_a_keyed_server(node: str, tmp_path)
         out, lines = run_cycle(node, srv.address, SLOWAVE_API_KEY=key)
         assert out.returncode == 0, f"exit {out.returncode}\nstdout:\n{out.stdout}\nstderr:\n{out.stderr}"
         assert lines[0]["api_key"] is True and lines[-1]["step"] == "commit_again", lines
-        with srv.running.ctx.db.transaction() as repo:
+        with srv.running.ctx.db.transaction() as uow:
             sessions = {
-                lines[0]["session_id"]: repo.get_session_any(lines[0]["session_id"]),
-                lines[-1]["session_id"]: repo.get_session_any(lines[-1]["session_id"]),
+                lines[0]["session_id"]: uow.sessions.get_any(lines[0]["session_id"]),
+                lines[-1]["session_id"]: uow.sessions.get_any(lines[-1]["session_id"]),
             }
         assert {s.tenant for s in sessions.values()} == {"node-tenant"}
         assert {s.state for s in sessions.values()} == {"closed"}

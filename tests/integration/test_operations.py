@@ -418,13 +418,13 @@ def test_graceful_shutdown_lets_in_flight_calls_finish(make_server):
     # every acknowledged claim is in the database
     check = Database(url)
     try:
-        with check.transaction() as repo:
+        with check.transaction() as uow:
             for i, reply in enumerate(outcomes):
                 assert reply.WhichOneof("result") == "batch"
                 assert len(reply.batch.results) == per_call
                 for j, item in enumerate(reply.batch.results):
                     assert item.WhichOneof("result") == "data", item
-                    row = repo.get_memory("local", int(item.data.memory_id[len("sch_") :]))
+                    row = uow.memories.get("local", int(item.data.memory_id[len("sch_") :]))
                     assert row is not None and row.content == contents[i][j] and row.status == "active"
     finally:
         check.engine.dispose()

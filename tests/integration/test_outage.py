@@ -143,12 +143,13 @@ def test_s17_postgres_outage_is_unavailable_and_recovers(dedicated_cluster, outa
     assert learned == {ids[0]: 0.05, ids[1]: 0.0, ids[2]: 0.0}
     again = commit(stub, seeding.session_id)
     assert (again.operation, again.already_ended) == (pb.COMMIT_OPERATION_UPDATED, True)
-    with srv.running.ctx.db.transaction() as repo:
+    with srv.running.ctx.db.engine.connect() as conn:
         m = t.memories
-        stored = repo.conn.execute(select(func.count()).select_from(m).where(m.c.content == OUTAGE_CLAIM)).scalar_one()
-        assert stored == 0
-        ledger = [(r.target_id, r.accepted) for r in repo.ledger_rows(work.retrieval_id) if r.target_kind == "memory"]
-        assert ledger == [(ids[0], True)]
+        stored = conn.execute(select(func.count()).select_from(m).where(m.c.content == OUTAGE_CLAIM)).scalar_one()
+    assert stored == 0
+    with srv.running.ctx.db.transaction() as uow:
+        ledger = [(r.target_id, r.accepted) for r in uow.ledger.rows(work.retrieval_id) if r.target_kind == "memory"]
+    assert ledger == [(ids[0], True)]
 
     # Every RPC works again on the session opened before the outage, which stayed open.
     assert remember(stub, work.session_id, scope, OUTAGE_CLAIM).disposition == pb.DISPOSITION_CREATED

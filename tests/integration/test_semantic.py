@@ -65,8 +65,8 @@ def test_the_default_server_is_hybrid_and_finds_a_paraphrase_that_shares_no_word
 
 
 def _scope_vectors(server, scope) -> list:
-    with server.running.ctx.db.transaction() as repo:
-        return repo.vectors_after("local", scope, StaticEncoder.encoder_id, 0)
+    with server.running.ctx.db.transaction() as uow:
+        return uow.vectors.after("local", scope, StaticEncoder.encoder_id, 0)
 
 
 def test_vectors_are_stored_at_remember_once_per_memory_and_exact_words_still_decide(server):

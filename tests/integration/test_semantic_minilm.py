@@ -28,6 +28,6 @@ def test_minilm_channel_finds_the_paraphrase_and_stores_its_own_vectors(minilm_s
     assert "hybrid(fts5,all-minilm-l6-v2)" in hybrid.retrieval_policy_version
     assert [m.memory_id for m in hybrid.memories][:1] == [claim_id]
     assert all(m.content not in DISTRACTORS for m in hybrid.memories)
-    with minilm_server.running.ctx.db.transaction() as repo:
-        rows = repo.vectors_after("local", scope, "all-minilm-l6-v2:mean:norm:v1", 0)
+    with minilm_server.running.ctx.db.transaction() as uow:
+        rows = uow.vectors.after("local", scope, "all-minilm-l6-v2:mean:norm:v1", 0)
     assert len(rows) >= 3 and all(len(r.vector) == 4 * 384 for r in rows)

@@ -46,8 +46,8 @@ CLAIM_B = "Graphite runners build nightly bravo artifacts"
 
 
 def session_row(srv: Server, session_id: str) -> dict[str, Any]:
-    with srv.running.ctx.db.transaction() as repo:
-        row = repo.get_session_any(session_id)
+    with srv.running.ctx.db.transaction() as uow:
+        row = uow.sessions.get_any(session_id)
     assert row is not None, f"session {session_id} does not exist"
     return dict(row._mapping)
 

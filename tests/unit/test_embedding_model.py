@@ -103,20 +103,22 @@ VectorRow = namedtuple("VectorRow", "number vector")
 
 
 class FakeRepo:
-    """The two repository reads VectorIndex makes, over an in-memory list of (number, vector)."""
+    """A unit of work with the two vector reads VectorIndex makes, over an in-memory list of
+    (number, vector)."""
 
     def __init__(self) -> None:
         self.rows: list[VectorRow] = []
         self.reads = 0
+        self.vectors = self
 
     def add(self, vectors: np.ndarray, start: int) -> None:
         for i, v in enumerate(vectors):
             self.rows.append(VectorRow(start + i, v.astype(np.float32).tobytes()))
 
-    def latest_vector_number(self, tenant, scope, encoder_id):
+    def latest_number(self, tenant, scope, encoder_id):
         return self.rows[-1].number if self.rows else 0
 
-    def vectors_after(self, tenant, scope, encoder_id, after):
+    def after(self, tenant, scope, encoder_id, after):
         self.reads += 1
         return [r for r in self.rows if r.number > after]
 

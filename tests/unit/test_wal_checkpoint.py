@@ -17,17 +17,17 @@ from tests.support import wait_until
 def db(tmp_path: Path) -> Database:
     database = Database(f"sqlite:///{tmp_path / 'store.db'}")
     database.migrate()
-    with database.transaction() as repo:
-        repo.conn.execute(text("CREATE TABLE filler (x BLOB)"))
+    with database.engine.begin() as conn:
+        conn.execute(text("CREATE TABLE filler (x BLOB)"))
     yield database
     database.dispose()
 
 
 def _write(db: Database, transactions: int, rows: int = 20) -> None:
     for _ in range(transactions):
-        with db.transaction() as repo:
+        with db._writer, db.engine.begin() as conn:  # a unit of work's lock and transaction
             for _ in range(rows):
-                repo.conn.execute(text("INSERT INTO filler VALUES (randomblob(2000))"))
+                conn.execute(text("INSERT INTO filler VALUES (randomblob(2000))"))
 
 
 def _log_frames(path: str) -> int:
@@ -39,8 +39,8 @@ def _log_frames(path: str) -> int:
 
 
 def test_request_connections_never_checkpoint_in_their_commit(db: Database) -> None:
-    with db.transaction() as repo:
-        assert repo.conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
+    with db.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
 
 
 def test_a_checkpoint_copies_the_log_and_the_next_write_starts_it_afresh(db: Database) -> None:

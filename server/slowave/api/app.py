@@ -78,7 +78,7 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
     db = Database(settings.database_url, settings.pool)
     db.migrate()
     if clock is None:
-        clock = DatabaseClock(db.engine) if db.dialect == "postgresql" else SystemClock()
+        clock = DatabaseClock(db) if db.dialect == "postgresql" else SystemClock()
     ctx = ServiceContext(db=db, settings=settings, clock=clock, semantic=load_semantic_channel(settings.semantic))
     metrics = Metrics()
     metrics.instrument_database(db.engine)
@@ -151,8 +151,8 @@ class GaugeRefresher:
     def _run(self) -> None:
         while True:
             try:
-                with self.ctx.db.transaction() as repo:
-                    self.metrics.open_sessions.set(repo.count_open_sessions())
+                with self.ctx.db.transaction() as uow:
+                    self.metrics.open_sessions.set(uow.sessions.count_open())
             except Exception:
                 log.debug("gauge refresh failed", exc_info=True)
             if self._stop.wait(self.interval):

@@ -26,22 +26,24 @@ def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> r.Activa
     cue = Cue(cmd.task, cmd.semantic_context)
     query_vector = ctx.semantic.embed_query(cue.text) if ctx.semantic else None  # never inside a transaction
     now = ctx.clock.now()
-    with ctx.db.transaction() as repo:
+    with ctx.db.transaction() as uow:
         if cmd.continuity_id is not None:
-            token = repo.get_continuity(tenant, cmd.continuity_id)
+            token = uow.sessions.get_continuity(tenant, cmd.continuity_id)
             if token is None:
                 raise InvalidInput([Violation("continuity_id", "unknown continuity token")])
             if token.scope != cmd.scope:
                 raise ScopeMismatch(f"continuity token was issued for scope {token.scope!r}")
-            repo.touch_continuity(token.id, now)
+            uow.sessions.touch_continuity(token.id, now)
             continuity_id, continuity_state = token.id, "continued"
         else:
             continuity_id, continuity_state = new_continuity_id(), "started"
-            repo.insert_continuity(id=continuity_id, tenant=tenant, scope=cmd.scope, created_at=now, last_seen_at=now)
+            uow.sessions.insert_continuity(
+                id=continuity_id, tenant=tenant, scope=cmd.scope, created_at=now, last_seen_at=now
+            )
 
-        cold = not repo.scope_has_active_memory(tenant, cmd.scope)
+        cold = not uow.memories.scope_has_active(tenant, cmd.scope)
         session_id = new_session_id()
-        repo.insert_session(
+        uow.sessions.insert(
             id=session_id,
             tenant=tenant,
             scope=cmd.scope,
@@ -57,13 +59,13 @@ def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> r.Activa
             session_events=1,  # the activation event
             completion_recorded=False,
         )
-        cue_id = cue_number(repo, tenant, cue)
+        cue_id = cue_number(uow, tenant, cue)
         catalog = build_catalog(
-            repo, tenant, cmd.scope, cue, cue_id, cmd.task_context, limits, ctx.semantic, query_vector
+            uow, tenant, cmd.scope, cue, cue_id, cmd.task_context, limits, ctx.semantic, query_vector
         )
         retrieval_id = new_activation_id()
         retrieval = new_retrieval(
-            repo,
+            uow,
             retrieval_id,
             tenant,
             session_id,
@@ -75,9 +77,9 @@ def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> r.Activa
             catalog,
             cue_id,
         )
-        page = serve_page(repo, tenant, retrieval, 0, 0, limits, fresh=True).page
-        warnings = (fragmentation_warning(repo, tenant, cmd.scope) if cold else []) + cue_warnings(
-            repo, tenant, cmd.scope, cue
+        page = serve_page(uow, tenant, retrieval, 0, 0, limits, fresh=True).page
+        warnings = (fragmentation_warning(uow, tenant, cmd.scope) if cold else []) + cue_warnings(
+            uow, tenant, cmd.scope, cue
         )
         warnings += page.warnings
     return r.ActivateResponse(

@@ -18,32 +18,32 @@ from slowave.service import results as r
 from slowave.service.commands import CommitCommand, TrajectoryStep
 from slowave.service.context import ServiceContext
 from slowave.service.episodes import form_episodes
-from slowave.storage.repository import Repository
+from slowave.storage.unit_of_work import UnitOfWork
 
 
 def commit(ctx: ServiceContext, tenant: str, cmd: CommitCommand) -> r.CommitResponse:
     now = ctx.clock.now()
     refusal: IncompleteFeedback | None = None
-    with ctx.db.transaction() as repo:
+    with ctx.db.transaction() as uow:
         # The session lock serialises gate check plus close, reaping and concurrent commits.
-        session = repo.get_session(tenant, cmd.session_id, lock=True)
+        session = uow.sessions.get(tenant, cmd.session_id, lock=True)
         if session is None:
             raise SessionNotFound(f"session {cmd.session_id} not found")
         if session.state == SessionState.OPEN:
-            repo.touch_session(session.id, now)
+            uow.sessions.touch(session.id, now)
         try:
-            enforce_commit_gate(session_exposure(repo, session.id))
+            enforce_commit_gate(session_exposure(uow, session.id))
         except IncompleteFeedback as exc:
             refusal = exc  # raised after the activity touch is committed
         if refusal is None:
             kept, filtered = filter_lifecycle([s.summary for s in cmd.trajectory])
             steps = [cmd.trajectory[i] for i in kept]
             if session.state == SessionState.OPEN:
-                response = _close(repo, tenant, session, cmd, steps, now)
+                response = _close(uow, tenant, session, cmd, steps, now)
             else:
-                response = _update(repo, tenant, session, cmd, steps, now)
+                response = _update(uow, tenant, session, cmd, steps, now)
             response.trajectory_lifecycle_filtered = filtered or None
-            after = repo.get_session(tenant, session.id)
+            after = uow.sessions.get(tenant, session.id)
             response.session_note = session_note(after.session_events, after.recall_calls)
             response.procedure_id = after.procedure_id
     if refusal is not None:
@@ -51,10 +51,10 @@ def commit(ctx: ServiceContext, tenant: str, cmd: CommitCommand) -> r.CommitResp
     return response
 
 
-def session_exposure(repo: Repository, session_id: str) -> list[RetrievalExposure]:
-    retrievals = repo.session_retrievals(session_id)
+def session_exposure(uow: UnitOfWork, session_id: str) -> list[RetrievalExposure]:
+    retrievals = uow.retrievals.of_session(session_id)
     by_retrieval: dict[str, list[ExposedTarget]] = {x.id: [] for x in retrievals}
-    for e in repo.exposures(list(by_retrieval)):
+    for e in uow.retrievals.exposures(list(by_retrieval)):
         by_retrieval[e.retrieval_id].append(ExposedTarget(e.target_kind, e.target_id, e.covered))
     return [RetrievalExposure(x.id, by_retrieval[x.id]) for x in retrievals]
 
@@ -74,9 +74,9 @@ def _completion(cmd: CommitCommand) -> dict:
 
 
 def _close(
-    repo: Repository, tenant: str, session: Row, cmd: CommitCommand, steps: list[TrajectoryStep], now: datetime
+    uow: UnitOfWork, tenant: str, session: Row, cmd: CommitCommand, steps: list[TrajectoryStep], now: datetime
 ) -> r.CommitResponse:
-    _store_trajectory(repo, tenant, session.id, steps, now)
+    _store_trajectory(uow, tenant, session.id, steps, now)
     values = _completion(cmd)
     values.update(
         state=SessionState.CLOSED,
@@ -85,37 +85,37 @@ def _close(
         trajectory_stored=len(steps) if steps else None,
     )
     if cmd.procedure is not None:
-        values["procedure_id"] = _store_procedure(repo, tenant, session, cmd, now)
-    repo.update_session(session.id, **values)
-    repo.add_session_events(session.id, 1 + len(steps))  # completion record + stored entries
-    formed = form_episodes(repo, tenant, session.id, [e.number for e in repo.session_source_events(session.id)], now)
-    repo.enqueue_consolidation(tenant, session.id, now)
+        values["procedure_id"] = _store_procedure(uow, tenant, session, cmd, now)
+    uow.sessions.update(session.id, **values)
+    uow.sessions.add_events(session.id, 1 + len(steps))  # completion record + stored entries
+    formed = form_episodes(uow, tenant, session.id, [e.number for e in uow.events.of_session(session.id)], now)
+    uow.consolidation.enqueue(tenant, session.id, now)
     return r.CommitResponse(session.id, True, "closed", cmd.outcome, cmd.verification_status, "complete", formed)
 
 
 def _update(
-    repo: Repository, tenant: str, session: Row, cmd: CommitCommand, steps: list[TrajectoryStep], now: datetime
+    uow: UnitOfWork, tenant: str, session: Row, cmd: CommitCommand, steps: list[TrajectoryStep], now: datetime
 ) -> r.CommitResponse:
     values = _completion(cmd)
     formed, ignored = 0, None
     if session.state == SessionState.REAPED and session.trajectory_stored is None and steps:
-        events = _store_trajectory(repo, tenant, session.id, steps, now)
-        formed = form_episodes(repo, tenant, session.id, events, now)
+        events = _store_trajectory(uow, tenant, session.id, steps, now)
+        formed = form_episodes(uow, tenant, session.id, events, now)
         values["trajectory_stored"] = len(steps)
-        repo.add_session_events(session.id, len(steps))
+        uow.sessions.add_events(session.id, len(steps))
     elif steps:
         ignored = len(steps)
     if not session.completion_recorded:
         values["completion_recorded"] = True
-        repo.add_session_events(session.id, 1)
+        uow.sessions.add_events(session.id, 1)
     if cmd.procedure is not None:
-        values["procedure_id"] = _store_procedure(repo, tenant, session, cmd, now)
-    repo.update_session(session.id, **values)
+        values["procedure_id"] = _store_procedure(uow, tenant, session, cmd, now)
+    uow.sessions.update(session.id, **values)
     summary_changed = session.outcome_summary is None or normalize_claim(session.outcome_summary) != normalize_claim(
         cmd.outcome_summary
     )
     if formed or summary_changed:
-        repo.enqueue_consolidation(tenant, session.id, now)
+        uow.consolidation.enqueue(tenant, session.id, now)
     return r.CommitResponse(
         session.id,
         True,
@@ -130,11 +130,11 @@ def _update(
 
 
 def _store_trajectory(
-    repo: Repository, tenant: str, session_id: str, steps: list[TrajectoryStep], now: datetime
+    uow: UnitOfWork, tenant: str, session_id: str, steps: list[TrajectoryStep], now: datetime
 ) -> list[int]:
     """Stored as agent-reported source events, in order, with position, kind, status and summary."""
     return [
-        repo.insert_source_event(
+        uow.events.insert(
             tenant=tenant,
             session_id=session_id,
             kind="trajectory",
@@ -148,7 +148,7 @@ def _store_trajectory(
     ]
 
 
-def _store_procedure(repo: Repository, tenant: str, session: Row, cmd: CommitCommand, now: datetime) -> str:
+def _store_procedure(uow: UnitOfWork, tenant: str, session: Row, cmd: CommitCommand, now: datetime) -> str:
     """`proc_<session_id>`: created, or replaced in place keeping its feedback history (spec 2.5)."""
     proc = cmd.procedure
     assert proc is not None
@@ -162,10 +162,10 @@ def _store_procedure(repo: Repository, tenant: str, session: Row, cmd: CommitCom
         applicability_text=applicability_text(proc.goal, session.task),
         updated_at=now,
     )
-    if repo.get_procedure(tenant, pid, lock=True) is None:
-        repo.insert_procedure(
+    if uow.procedures.get(tenant, pid, lock=True) is None:
+        uow.procedures.insert(
             id=pid, tenant=tenant, scope=session.scope, session_id=session.id, created_at=now, **values
         )
     else:
-        repo.update_procedure(pid, **values)
+        uow.procedures.update(pid, **values)
     return pid

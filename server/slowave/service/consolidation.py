@@ -14,7 +14,7 @@ from slowave.domain.claim_identity import claim_hash
 from slowave.domain.identifiers import memory_id, new_feedback_event_id
 from slowave.service.context import ServiceContext
 from slowave.service.knowledge_gaps import close_answered_gaps
-from slowave.storage.repository import Repository
+from slowave.storage.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
 
@@ -23,28 +23,28 @@ def consolidate_pending(ctx: ServiceContext, limit: int | None = None) -> int:
     """Consolidates queued sessions until the queue is empty (or `limit`); returns how many."""
     done = 0
     while limit is None or done < limit:
-        with ctx.db.transaction() as repo:
-            entry = repo.next_consolidation()
+        with ctx.db.transaction() as uow:
+            entry = uow.consolidation.next()
             if entry is None:
                 return done
-            consolidate_session(repo, entry.tenant, entry.session_id, ctx.clock.now(), ctx.semantic)
-            repo.finish_consolidation(entry.id, ctx.clock.now())
+            consolidate_session(uow, entry.tenant, entry.session_id, ctx.clock.now(), ctx.semantic)
+            uow.consolidation.finish(entry.id, ctx.clock.now())
         done += 1
     return done
 
 
-def consolidate_session(repo: Repository, tenant: str, session_id: str, now, semantic=None) -> None:
-    session = repo.get_session(tenant, session_id, lock=True)
+def consolidate_session(uow: UnitOfWork, tenant: str, session_id: str, now, semantic=None) -> None:
+    session = uow.sessions.get(tenant, session_id, lock=True)
     if session is None or not session.outcome_summary:
         return  # a reaped session without an outcome summary yields no derived memory
     summary = session.outcome_summary
     summary_hash = claim_hash(summary)
-    repo.lock_claims_of_scope(tenant, session.scope)
-    existing = repo.find_active_claim(tenant, session.scope, "lesson", summary)
+    uow.memories.lock_claims_of_scope(tenant, session.scope)
+    existing = uow.memories.find_active_claim(tenant, session.scope, "lesson", summary)
     if existing is not None:
         number, created = existing.number, False
     else:
-        number = repo.insert_memory(
+        number = uow.memories.insert(
             tenant=tenant,
             scope=session.scope,
             type_="lesson",
@@ -55,35 +55,35 @@ def consolidate_session(repo: Repository, tenant: str, session_id: str, now, sem
         )
         created = True
         if semantic is not None:  # background work: embedding inside its transaction is acceptable here
-            repo.insert_vector(number, tenant, session.scope, semantic.encoder.encoder_id, semantic.embed([summary])[0])
-    repo.link_session_memory(session.id, number, created=created, summary_hash=summary_hash)
-    close_answered_gaps(repo, tenant, session.scope, summary)
-    for link in repo.session_links(session.id):
+            uow.vectors.insert(number, tenant, session.scope, semantic.encoder.encoder_id, semantic.embed([summary])[0])
+    uow.consolidation.link(session.id, number, created=created, summary_hash=summary_hash)
+    close_answered_gaps(uow, tenant, session.scope, summary)
+    for link in uow.consolidation.session_links(session.id):
         if link.memory_number != number:
-            _let_go_of_old_summary(repo, tenant, session.id, link, number, now)
+            _let_go_of_old_summary(uow, tenant, session.id, link, number, now)
 
 
-def _let_go_of_old_summary(repo: Repository, tenant: str, session_id: str, link, new_number: int, now) -> None:
+def _let_go_of_old_summary(uow: UnitOfWork, tenant: str, session_id: str, link, new_number: int, now) -> None:
     """An updated summary replaces the old derived memory only if nothing else stands behind it."""
-    old = repo.get_memory(tenant, link.memory_number, lock=True)
+    old = uow.memories.get(tenant, link.memory_number, lock=True)
     sole_source = (
         old is not None
         and old.status == "active"
         and link.created_by_session
-        and repo.memory_link_count(old.number) == 1
-        and not repo.memory_has_remembered_source(old.number)
+        and uow.consolidation.memory_link_count(old.number) == 1
+        and not uow.events.memory_has_remembered_source(old.number)
     )
     if sole_source:
         # Feedback locks the memory's row before appending its rows, so every later row for it
         # gets a higher seq than any visible now.
-        repo.retire_memory(
+        uow.memories.retire(
             old.number,
             stale_reason="superseded",
             superseded_by=new_number,
             now=now,
-            retired_seq=repo.max_ledger_seq() + 1,
+            retired_seq=uow.ledger.max_seq() + 1,
         )
-        repo.append_feedback_row(
+        uow.ledger.append(
             event_id=new_feedback_event_id(),
             tenant=tenant,
             retrieval_id="",
@@ -98,7 +98,7 @@ def _let_go_of_old_summary(repo: Repository, tenant: str, session_id: str, link,
             reason="the session's outcome summary was updated",
             recorded_at=now,
         )
-    repo.unlink_session_memory(session_id, link.memory_number)
+    uow.consolidation.unlink(session_id, link.memory_number)
 
 
 class Consolidator:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 
 from slowave.domain.episodes import pair_events
-from slowave.storage.repository import Repository
+from slowave.storage.unit_of_work import UnitOfWork
 
 
-def form_episodes(repo: Repository, tenant: str, session_id: str, event_numbers: list[int], now: datetime) -> int:
+def form_episodes(uow: UnitOfWork, tenant: str, session_id: str, event_numbers: list[int], now: datetime) -> int:
     for current, previous in pair_events(event_numbers):
-        repo.insert_episode(
+        uow.events.insert_episode(
             tenant=tenant, session_id=session_id, event_number=current, previous_event_number=previous, created_at=now
         )
     return len(event_numbers)

@@ -30,7 +30,7 @@ from slowave.service.commands import FeedbackCommand
 from slowave.service.context import ServiceContext
 from slowave.service.knowledge_gaps import record_missing
 from slowave.service.learned import learned_adjustment
-from slowave.storage.repository import Repository
+from slowave.storage.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +39,11 @@ def feedback(ctx: ServiceContext, tenant: str, cmd: FeedbackCommand) -> list[r.F
     if not cmd.batch:
         item = cmd.items[0]
         assert isinstance(item, FeedbackItem)
-        with ctx.db.transaction() as repo:
-            retrieval = repo.get_retrieval(tenant, item.retrieval_id, lock=True)
+        with ctx.db.transaction() as uow:
+            retrieval = uow.retrievals.get(tenant, item.retrieval_id, lock=True)
             if retrieval is None:
                 raise RetrievalNotFound(f"retrieval {item.retrieval_id} not found")
-            return [record_item(repo, tenant, retrieval, item, ctx.clock.now())]
+            return [record_item(uow, tenant, retrieval, item, ctx.clock.now())]
     return [_batch_item(ctx, tenant, item) for item in cmd.items]
 
 
@@ -52,11 +52,11 @@ def _batch_item(ctx: ServiceContext, tenant: str, item: FeedbackItem | r.ItemErr
     if isinstance(item, r.ItemError):
         return item
     try:
-        with ctx.db.transaction() as repo:
-            retrieval = repo.get_retrieval(tenant, item.retrieval_id, lock=True)
+        with ctx.db.transaction() as uow:
+            retrieval = uow.retrievals.get(tenant, item.retrieval_id, lock=True)
             if retrieval is None:
                 return r.ItemError("not_found", f"retrieval {item.retrieval_id} not found", False)
-            return record_item(repo, tenant, retrieval, item, ctx.clock.now())
+            return record_item(uow, tenant, retrieval, item, ctx.clock.now())
     except DomainError as exc:
         return r.ItemError(exc.code, exc.message, exc.retryable)
     except Exception:
@@ -78,17 +78,17 @@ class _Call:
     replacements: list[str] = field(default_factory=list)
 
 
-def record_item(repo: Repository, tenant: str, retrieval: Row, item: FeedbackItem, now: datetime) -> r.FeedbackRecord:
-    session = repo.get_session(tenant, retrieval.session_id)
+def record_item(uow: UnitOfWork, tenant: str, retrieval: Row, item: FeedbackItem, now: datetime) -> r.FeedbackRecord:
+    session = uow.sessions.get(tenant, retrieval.session_id)
     if session is not None and session.state == SessionState.OPEN:
-        repo.touch_session(session.id, now)
-    exposures = repo.exposures([retrieval.id])
+        uow.sessions.touch(session.id, now)
+    exposures = uow.retrievals.exposures([retrieval.id])
     exposure = [(e.target_kind, e.target_id) for e in exposures]
     exposed = set(exposure)
     effective = {(e.target_kind, e.target_id): e.effective_seq for e in exposures}
     covered_before = {(e.target_kind, e.target_id) for e in exposures if e.covered}
-    call = _Call(retrieval.cue_number, repo.cue_terms(retrieval.cue_number))
-    row = _RowWriter(repo, tenant, retrieval, now)
+    call = _Call(retrieval.cue_number, uow.cues.terms(retrieval.cue_number))
+    row = _RowWriter(uow, tenant, retrieval, now)
 
     for entry in item.memory_feedback:
         target = ("memory", entry.memory_id)
@@ -96,13 +96,13 @@ def record_item(repo: Repository, tenant: str, retrieval: Row, item: FeedbackIte
             entry,
             exposed=target in exposed,
             retrieval_scope=retrieval.scope,
-            lookup_replacement=lambda rid: _replacement_state(repo, tenant, rid),
+            lookup_replacement=lambda rid: _replacement_state(uow, tenant, rid),
         )
         if rejection:
             row.rejected("memory", entry.memory_id, rejection, _memory_fields(entry))
             call.rejected.append(_rejected("memory", entry.memory_id, rejection))
             continue
-        _accept_memory_entry(repo, tenant, row, call, entry, effective, now)
+        _accept_memory_entry(uow, tenant, row, call, entry, effective, now)
         call.accepted_now.add(target)
 
     for entry in item.procedure_feedback:
@@ -112,20 +112,20 @@ def record_item(repo: Repository, tenant: str, retrieval: Row, item: FeedbackIte
             row.rejected("procedure", entry.procedure_id, rejection, _procedure_fields(entry))
             call.rejected.append(_rejected("procedure", entry.procedure_id, rejection))
             continue
-        _accept_procedure_entry(repo, tenant, row, call, entry, effective)
+        _accept_procedure_entry(uow, tenant, row, call, entry, effective)
         call.accepted_now.add(target)
 
     mentioned = {e.memory_id for e in item.memory_feedback} | {e.procedure_id for e in item.procedure_feedback}
     result = apply_coverage(exposure, covered_before, mentioned, call.accepted_now, item.coverage)
     implicit_ids = row.implicitly_accepted(result.implicit)
-    repo.mark_exposures(retrieval.id, result.implicit, covered=True)
+    uow.retrievals.cover_all(retrieval.id, result.implicit)
 
     level = {"requested_coverage": item.coverage, "retrieval_quality": item.retrieval_quality, "missing": item.missing}
     accepted_ids = call.accepted_explicit + implicit_ids
     if result.declaration_accepted:
         level_id, recorded_at = row.accepted("retrieval", retrieval.id, level), now
         accepted_ids.append(level_id)
-        record_missing(repo, tenant, retrieval.scope, item.missing, now)
+        record_missing(uow, tenant, retrieval.scope, item.missing, now)
     else:
         rejection = incomplete_coverage()
         row.rejected("retrieval", retrieval.id, rejection, level)
@@ -141,7 +141,7 @@ def record_item(repo: Repository, tenant: str, retrieval: Row, item: FeedbackIte
         rejected=call.rejected,
         implicitly_assessed=_target_ids(result.implicit),
         outstanding=_target_ids(result.outstanding),
-        applied=_applied(repo, tenant, call),
+        applied=_applied(uow, tenant, call),
         retrieval_quality=item.retrieval_quality,
         missing=list(item.missing),
         recorded_at=recorded_at,
@@ -149,31 +149,31 @@ def record_item(repo: Repository, tenant: str, retrieval: Row, item: FeedbackIte
 
 
 def _accept_memory_entry(
-    repo: Repository, tenant: str, row: _RowWriter, call: _Call, entry: MemoryEntry, effective: dict, now: datetime
+    uow: UnitOfWork, tenant: str, row: _RowWriter, call: _Call, entry: MemoryEntry, effective: dict, now: datetime
 ) -> None:
     target = ("memory", entry.memory_id)
     number = memory_number(entry.memory_id)
-    memory = repo.get_memory(tenant, number, lock=True) if number is not None else None
+    memory = uow.memories.get(tenant, number, lock=True) if number is not None else None
     if entry.memory_id not in call.learned_before and memory is not None:
-        call.learned_before[entry.memory_id] = learned_adjustment(repo, memory, call.cue, call.cue_terms)
+        call.learned_before[entry.memory_id] = learned_adjustment(uow, memory, call.cue, call.cue_terms)
     first = effective.get(target) is None
     seq_id = row.accepted("memory", entry.memory_id, _memory_fields(entry), effective=first)
     call.accepted_explicit.append(seq_id)
     if first:
         effective[target] = row.last_seq
-        repo.mark_exposure(row.retrieval.id, "memory", entry.memory_id, covered=True, effective_seq=row.last_seq)
+        uow.retrievals.cover(row.retrieval.id, "memory", entry.memory_id, effective_seq=row.last_seq)
     else:
-        repo.mark_exposure(row.retrieval.id, "memory", entry.memory_id, covered=True)
+        uow.retrievals.cover(row.retrieval.id, "memory", entry.memory_id)
     if memory is None:
         return
     active = memory.status == "active"
     if first and active and call.cue is not None:  # a retired memory's learned adjustment is frozen (spec 12.3)
         unit = memory_unit(entry.assessment, entry.effect)
         if unit:
-            repo.add_cue_units(memory.number, call.cue, unit, row.last_seq)
+            uow.cues.add_units(memory.number, call.cue, unit, row.last_seq)
     if entry.assessment == "stale" and active:  # the first terminal assessment wins
         replacement = memory_number(entry.replacement_memory_id) if entry.replacement_memory_id else None
-        repo.retire_memory(
+        uow.memories.retire(
             memory.number,
             stale_reason=entry.stale_reason or "",
             superseded_by=replacement,
@@ -186,7 +186,7 @@ def _accept_memory_entry(
 
 
 def _accept_procedure_entry(
-    repo: Repository, tenant: str, row: _RowWriter, call: _Call, entry: ProcedureEntry, effective: dict
+    uow: UnitOfWork, tenant: str, row: _RowWriter, call: _Call, entry: ProcedureEntry, effective: dict
 ) -> None:
     target = ("procedure", entry.procedure_id)
     first = effective.get(target) is None
@@ -195,33 +195,33 @@ def _accept_procedure_entry(
     )
     if first:
         effective[target] = row.last_seq
-        repo.mark_exposure(row.retrieval.id, "procedure", entry.procedure_id, covered=True, effective_seq=row.last_seq)
-        procedure = repo.get_procedure(tenant, entry.procedure_id, lock=True)
+        uow.retrievals.cover(row.retrieval.id, "procedure", entry.procedure_id, effective_seq=row.last_seq)
+        procedure = uow.procedures.get(tenant, entry.procedure_id, lock=True)
         if procedure is not None:
             values = {f"ev_{entry.use}": getattr(procedure, f"ev_{entry.use}") + 1}
             if entry.use == "used" and entry.effect in ("helped", "no_effect", "harmed", "unknown"):
                 values[f"ev_{entry.effect}"] = getattr(procedure, f"ev_{entry.effect}") + 1
-            repo.update_procedure(procedure.id, **values)
+            uow.procedures.update(procedure.id, **values)
     else:
-        repo.mark_exposure(row.retrieval.id, "procedure", entry.procedure_id, covered=True)
+        uow.retrievals.cover(row.retrieval.id, "procedure", entry.procedure_id)
 
 
-def _applied(repo: Repository, tenant: str, call: _Call) -> r.Applied:
+def _applied(uow: UnitOfWork, tenant: str, call: _Call) -> r.Applied:
     applied = r.Applied(retired=list(call.retired), replacements=list(call.replacements))
     for mid, before in call.learned_before.items():
         if mid in call.retired:
             continue
         number = memory_number(mid)
         after = (
-            learned_adjustment(repo, repo.get_memory(tenant, number), call.cue, call.cue_terms) if number else before
+            learned_adjustment(uow, uow.memories.get(tenant, number), call.cue, call.cue_terms) if number else before
         )
         getattr(applied, applied_bucket(before, after)).append(mid)
     return applied
 
 
-def _replacement_state(repo: Repository, tenant: str, replacement_id: str) -> ReplacementState | None:
+def _replacement_state(uow: UnitOfWork, tenant: str, replacement_id: str) -> ReplacementState | None:
     number = memory_number(replacement_id)
-    row = repo.get_memory(tenant, number) if number is not None else None
+    row = uow.memories.get(tenant, number) if number is not None else None
     return ReplacementState(row.scope, row.status == "active") if row is not None else None
 
 
@@ -251,14 +251,14 @@ def _target_ids(targets: list[tuple[str, str]]) -> r.TargetIds:
 class _RowWriter:
     """Appends ledger rows for one call; each accepted row references its pair's previous one."""
 
-    def __init__(self, repo: Repository, tenant: str, retrieval: Row, now: datetime) -> None:
-        self.repo, self.tenant, self.retrieval, self.now = repo, tenant, retrieval, now
+    def __init__(self, uow: UnitOfWork, tenant: str, retrieval: Row, now: datetime) -> None:
+        self.uow, self.tenant, self.retrieval, self.now = uow, tenant, retrieval, now
         self.last_seq: int | None = None
 
     def _append(self, kind: str, target_id: str, accepted: bool, fields: dict, **flags) -> str:
         event_id = new_feedback_event_id()
-        previous = self.repo.last_accepted_seq(self.retrieval.id, kind, target_id) if accepted else None
-        self.last_seq = self.repo.append_feedback_row(
+        previous = self.uow.ledger.last_accepted_seq(self.retrieval.id, kind, target_id) if accepted else None
+        self.last_seq = self.uow.ledger.append(
             event_id=event_id,
             tenant=self.tenant,
             retrieval_id=self.retrieval.id,
@@ -282,7 +282,7 @@ class _RowWriter:
         """One `not_used` row per target a complete declaration covers, appended in one statement."""
         if not targets:
             return []
-        previous = self.repo.last_accepted_seqs(self.retrieval.id)
+        previous = self.uow.ledger.last_accepted_seqs(self.retrieval.id)
         rows = [
             dict(
                 event_id=new_feedback_event_id(),
@@ -301,7 +301,7 @@ class _RowWriter:
             )
             for kind, target_id in targets
         ]
-        self.repo.append_feedback_rows(rows)
+        self.uow.ledger.append_many(rows)
         return [row["event_id"] for row in rows]
 
     def rejected(self, kind: str, target_id: str, rejection: Rejection, fields: dict) -> str:

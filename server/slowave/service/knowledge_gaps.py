@@ -5,19 +5,19 @@ from __future__ import annotations
 from datetime import datetime
 
 from slowave.domain.relevance import Cue, admits, text_relevance
-from slowave.storage.repository import Repository
+from slowave.storage.unit_of_work import UnitOfWork
 
 
-def record_missing(repo: Repository, tenant: str, scope: str, missing: list[str], now: datetime) -> None:
+def record_missing(uow: UnitOfWork, tenant: str, scope: str, missing: list[str], now: datetime) -> None:
     for text in missing:
-        repo.record_gap(tenant, scope, text, now)
+        uow.gaps.record(tenant, scope, text, now)
 
 
-def close_answered_gaps(repo: Repository, tenant: str, scope: str, *contents: str) -> None:
+def close_answered_gaps(uow: UnitOfWork, tenant: str, scope: str, *contents: str) -> None:
     """Closes every open gap of the scope that one of the new claims, taken as a cue, admits."""
-    gaps = repo.open_gaps(tenant, scope)
+    gaps = uow.gaps.open_in_scope(tenant, scope)
     if not gaps:
         return
     cues = [Cue(c) for c in contents]
     answered = [g.id for g in gaps if any(admits(cue, text_relevance(cue, g.text), g.text) for cue in cues)]
-    repo.close_gaps(answered)
+    uow.gaps.close(answered)

@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from slowave.domain.learning import learned_for_cue
-from slowave.storage.repository import Repository
+from slowave.storage.unit_of_work import UnitOfWork
 
 
 def learned_adjustments(
-    repo: Repository, rows: Iterable, cue: int | None, cue_terms: frozenset[str]
+    uow: UnitOfWork, rows: Iterable, cue: int | None, cue_terms: frozenset[str]
 ) -> dict[int, float]:
     """number -> learned(m, q) for the memories (rows with `number`, `positive_cues`,
     `negative_cues`) that have any evidence; the others' adjustment is 0."""
     counts = {r.number: (r.positive_cues, r.negative_cues) for r in rows if r.positive_cues or r.negative_cues}
-    return {n: learned_for_cue(e, cue_terms) for n, e in repo.memory_evidence(counts, cue).items()}
+    return {n: learned_for_cue(e, cue_terms) for n, e in uow.cues.memory_evidence(counts, cue).items()}
 
 
-def learned_adjustment(repo: Repository, row, cue: int | None, cue_terms: frozenset[str]) -> float:
-    return learned_adjustments(repo, [row], cue, cue_terms).get(row.number, 0.0)
+def learned_adjustment(uow: UnitOfWork, row, cue: int | None, cue_terms: frozenset[str]) -> float:
+    return learned_adjustments(uow, [row], cue, cue_terms).get(row.number, 0.0)

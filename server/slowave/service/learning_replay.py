@@ -20,10 +20,10 @@ class ReplayReport:
 def replay_learning(ctx: ServiceContext, *, repair: bool = False) -> ReplayReport:
     """One transaction: the comparison sees one consistent ledger and state (and a repair writes
     exactly what it compared against)."""
-    with ctx.db.transaction() as repo:
-        replayed = replay_cue_sums(repo.effective_memory_assessments(), repo.retired_seqs())
+    with ctx.db.transaction() as uow:
+        replayed = replay_cue_sums(uow.cues.effective_memory_assessments(), uow.cues.retired_seqs())
         counts = cue_counts(replayed)
-        stored, stored_counts = repo.stored_cue_sums(), repo.stored_cue_counts()
+        stored, stored_counts = uow.cues.stored_sums(), uow.cues.stored_counts()
         report = ReplayReport(cue_sums=len(replayed))
         for key in sorted(set(replayed) | set(stored)):
             if replayed.get(key) != stored.get(key):
@@ -37,6 +37,6 @@ def replay_learning(ctx: ServiceContext, *, repair: bool = False) -> ReplayRepor
                     f"{stored_counts.get(memory, (0, 0))}, ledger {counts.get(memory, (0, 0))}"
                 )
         if repair and report.differences:
-            repo.replace_cue_sums(replayed, counts)
+            uow.cues.replace_sums(replayed, counts)
             report.repaired = True
     return report

@@ -34,17 +34,17 @@ def reap_idle_sessions(ctx: ServiceContext) -> Sweep:
     reaped = sweep.session_ids
     while True:
         now = ctx.clock.now()
-        with ctx.db.transaction() as repo:
-            idle = repo.idle_open_sessions(now - timedelta(seconds=timeout), limit=_BATCH)
-            sweep.unassessed.update(repo.unassessed_exposure_counts([s.id for s in idle]))
+        with ctx.db.transaction() as uow:
+            idle = uow.sessions.idle_open(now - timedelta(seconds=timeout), limit=_BATCH)
+            sweep.unassessed.update(uow.retrievals.unassessed_exposure_counts([s.id for s in idle]))
             for session in idle:
                 # No feedback enforcement, no goal, summary, verification, procedure or trajectory;
                 # episodes are still formed from the remembered claims.
-                repo.update_session(
+                uow.sessions.update(
                     session.id, state=SessionState.REAPED, ended_at=now, outcome="unknown", feedback_status="incomplete"
                 )
-                events = [e.number for e in repo.session_source_events(session.id, kind="claim")]
-                form_episodes(repo, session.tenant, session.id, events, now)
+                events = [e.number for e in uow.events.of_session(session.id, kind="claim")]
+                form_episodes(uow, session.tenant, session.id, events, now)
                 reaped.append(session.id)
         if len(idle) < _BATCH:
             return sweep

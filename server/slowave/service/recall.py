@@ -27,15 +27,15 @@ def recall(ctx: ServiceContext, tenant: str, cmd: RecallCommand) -> r.RecallResp
     query_vector = ctx.semantic.embed_query(cue.text) if ctx.semantic and cue else None  # outside the transaction
     now = ctx.clock.now()
     refusal: DomainError | None
-    with ctx.db.transaction() as repo:
-        session, refusal = open_session_in_scope(repo, tenant, cmd.session_id, cmd.scope, now, recall=True)
+    with ctx.db.transaction() as uow:
+        session, refusal = open_session_in_scope(uow, tenant, cmd.session_id, cmd.scope, now, recall=True)
         if refusal is None and cmd.continue_from is not None:
-            cursor = repo.get_cursor(cmd.continue_from)
-            retrieval = repo.get_retrieval(tenant, cursor.retrieval_id) if cursor else None
+            cursor = uow.retrievals.get_cursor(cmd.continue_from)
+            retrieval = uow.retrievals.get(tenant, cursor.retrieval_id) if cursor else None
             if retrieval is None or retrieval.session_id != session.id:
                 refusal = CursorNotFound(f"cursor {cmd.continue_from} was not issued for this session")
             else:
-                served = serve_page(repo, tenant, retrieval, cursor.memory_offset, cursor.procedure_offset, limits)
+                served = serve_page(uow, tenant, retrieval, cursor.memory_offset, cursor.procedure_offset, limits)
                 return _response(session.id, served.page, [], "references", False, served.page.warnings)
         if refusal is None:
             context = session.task_context
@@ -47,15 +47,15 @@ def recall(ctx: ServiceContext, tenant: str, cmd: RecallCommand) -> r.RecallResp
                 if violations:
                     refusal = InvalidInput(violations)
                 else:
-                    repo.update_session(session.id, task_context=context)
+                    uow.sessions.update(session.id, task_context=context)
         if refusal is None:
             assert cue is not None
-            cue_id = cue_number(repo, tenant, cue)
+            cue_id = cue_number(uow, tenant, cue)
             catalog = build_catalog(
-                repo, tenant, session.scope, cue, cue_id, context, limits, ctx.semantic, query_vector
+                uow, tenant, session.scope, cue, cue_id, context, limits, ctx.semantic, query_vector
             )
             retrieval = new_retrieval(
-                repo,
+                uow,
                 new_recall_id(),
                 tenant,
                 session.id,
@@ -67,10 +67,10 @@ def recall(ctx: ServiceContext, tenant: str, cmd: RecallCommand) -> r.RecallResp
                 catalog,
                 cue_id,
             )
-            repo.add_session_events(session.id, 1)  # the recall event
-            served = serve_page(repo, tenant, retrieval, 0, 0, limits, fresh=True)
-            evidence, truncated = evidence_records(repo, served.memory_numbers, cmd.evidence_mode == "full")
-            warnings = cue_warnings(repo, tenant, session.scope, cue) + served.page.warnings
+            uow.sessions.add_events(session.id, 1)  # the recall event
+            served = serve_page(uow, tenant, retrieval, 0, 0, limits, fresh=True)
+            evidence, truncated = evidence_records(uow, served.memory_numbers, cmd.evidence_mode == "full")
+            warnings = cue_warnings(uow, tenant, session.scope, cue) + served.page.warnings
             return _response(session.id, served.page, evidence, cmd.evidence_mode, truncated, warnings)
     raise refusal
 

@@ -13,7 +13,7 @@ from slowave.service.commands import Claim, RememberCommand
 from slowave.service.context import ServiceContext
 from slowave.service.knowledge_gaps import close_answered_gaps
 from slowave.service.sessions import open_session_in_scope
-from slowave.storage.repository import Repository
+from slowave.storage.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
 
@@ -24,12 +24,12 @@ def remember(ctx: ServiceContext, tenant: str, cmd: RememberCommand) -> list[r.R
     vectors = ctx.semantic.embed([c.content for c in claims]) if ctx.semantic else []
     encoder_id = ctx.semantic.encoder.encoder_id if ctx.semantic else None
     now = ctx.clock.now()
-    with ctx.db.transaction() as repo:
+    with ctx.db.transaction() as uow:
         # The session lock makes "state check plus store" atomic: no claim lands in an ended session.
-        session, refusal = open_session_in_scope(repo, tenant, cmd.session_id, cmd.scope, now)
+        session, refusal = open_session_in_scope(uow, tenant, cmd.session_id, cmd.scope, now)
         if refusal is None:
-            repo.lock_claims_of_scope(tenant, session.scope)
-            store = ClaimStore(repo, tenant, session.id, session.scope, now, encoder_id)
+            uow.memories.lock_claims_of_scope(tenant, session.scope)
+            store = ClaimStore(uow, tenant, session.id, session.scope, now, encoder_id)
             if cmd.batch:
                 stored = store.batch(claims, vectors)
             else:
@@ -38,7 +38,7 @@ def remember(ctx: ServiceContext, tenant: str, cmd: RememberCommand) -> list[r.R
             out: list[r.RememberResult | r.ItemError] = [
                 c if isinstance(c, r.ItemError) else next(results) for c in cmd.claims
             ]
-            repo.add_session_events(session.id, sum(isinstance(x, r.RememberResult) for x in out))
+            uow.sessions.add_events(session.id, sum(isinstance(x, r.RememberResult) for x in out))
             store.close_gaps(claims)
     if refusal is not None:
         raise refusal
@@ -50,37 +50,34 @@ class ClaimStore:
     type, spec 6.3), else CREATED; one source event per claim. Works on a whole batch at once."""
 
     def __init__(
-        self, repo: Repository, tenant: str, session_id: str, scope: str, now: datetime, encoder_id: str | None
+        self, uow: UnitOfWork, tenant: str, session_id: str, scope: str, now: datetime, encoder_id: str | None
     ) -> None:
-        self.repo, self.tenant, self.session_id, self.scope, self.now = repo, tenant, session_id, scope, now
+        self.uow, self.tenant, self.session_id, self.scope, self.now = uow, tenant, session_id, scope, now
         self.encoder_id = encoder_id
 
     def batch(self, claims: list[Claim], vectors: list[bytes]) -> list[r.RememberResult | r.ItemError]:
         """Batch items are independent: if storing them together fails, each is retried alone, so
         an unexpected failure fails only its own item."""
-        savepoint = self.repo.conn.begin_nested()
         try:
-            results: list = self.claims(claims, vectors)
-            savepoint.commit()
-            return results
+            with self.uow.savepoint():
+                return self.claims(claims, vectors)
         except Exception:
-            savepoint.rollback()
             log.warning("batch remember failed as a whole; storing items one by one", exc_info=True)
-        results = []
+        results: list = []
         for i, claim in enumerate(claims):
-            item = self.repo.conn.begin_nested()
             try:
-                results += self.claims([claim], vectors[i : i + 1])
-                item.commit()
+                with self.uow.savepoint():
+                    results += self.claims([claim], vectors[i : i + 1])
             except Exception:
-                item.rollback()
                 log.exception("remember batch item failed")
                 results.append(r.ItemError("internal_error", "the item could not be stored; retry it", True))
         return results
 
     def claims(self, claims: list[Claim], vectors: list[bytes]) -> list[r.RememberResult]:
         hashes = [claim_hash(c.content) for c in claims]
-        known = self.repo.find_active_claims(self.tenant, self.scope, [(c.type, h) for c, h in zip(claims, hashes)])
+        known = self.uow.memories.find_active_claims(
+            self.tenant, self.scope, [(c.type, h) for c, h in zip(claims, hashes)]
+        )
         numbers: list[int | None] = []
         new: dict[tuple[str, str], int] = {}  # first occurrence in this batch of each new claim
         for i, (claim, h) in enumerate(zip(claims, hashes)):
@@ -90,10 +87,10 @@ class ClaimStore:
                 new[key] = i
         creating = sorted(new.values())
         # Session context: the claims of this session just before each one, earlier calls included.
-        before = self.repo.recent_claims(self.session_id, SESSION_CONTEXT_CLAIMS) if creating else []
+        before = self.uow.events.recent_claims(self.session_id, SESSION_CONTEXT_CLAIMS) if creating else []
         contents = before + [c.content for c in claims]
         created = (
-            self.repo.insert_memories(
+            self.uow.memories.insert_many(
                 [
                     dict(
                         tenant=self.tenant,
@@ -118,13 +115,13 @@ class ClaimStore:
             if numbers[i] is None:  # a repeat of a claim created earlier in this batch
                 numbers[i] = numbers[new[(claim.type, h)]]
         if self.encoder_id and created:
-            self.repo.insert_vectors(
+            self.uow.vectors.insert_many(
                 [
                     dict(number=n, tenant=self.tenant, scope=self.scope, encoder_id=self.encoder_id, vector=vectors[i])
                     for i, n in zip(creating, created)
                 ]
             )
-        events = self.repo.insert_source_events(
+        events = self.uow.events.insert_many(
             [
                 dict(
                     tenant=self.tenant,
@@ -147,4 +144,4 @@ class ClaimStore:
         ]
 
     def close_gaps(self, claims: list[Claim]) -> None:
-        close_answered_gaps(self.repo, self.tenant, self.scope, *(c.content for c in claims))
+        close_answered_gaps(self.uow, self.tenant, self.scope, *(c.content for c in claims))

@@ -24,7 +24,7 @@ from slowave.domain.session_state import SessionState
 from slowave.domain.structs import contexts_match
 from slowave.service import results as r
 from slowave.service.learned import learned_adjustments
-from slowave.storage.repository import Repository
+from slowave.storage.unit_of_work import UnitOfWork
 
 if TYPE_CHECKING:
     from slowave.embedding import SemanticChannel
@@ -35,7 +35,7 @@ EVIDENCE_CONTENT_CHARS = 1000
 
 
 def _admitted_memories(
-    repo: Repository,
+    uow: UnitOfWork,
     tenant: str,
     scope: str,
     cue: Cue,
@@ -45,36 +45,36 @@ def _admitted_memories(
 ) -> tuple[list[Candidate], dict[int, Row]]:
     """Candidates from the full-text index (always), the containment floor, and — when enabled —
     the semantic channel; scored and admitted by the domain's rules (domain.retrieval)."""
-    doc_counts = repo.term_statistics(tenant, scope, statistics_terms(cue.token_set))
+    doc_counts = uow.search.term_statistics(tenant, scope, statistics_terms(cue.token_set))
     query = lexical_query(cue.token_set, doc_counts, limits.lexical_doc_budget)
     rows: dict[int, Row] = {}
     if query is not None:
         # Any-of queries are within the document budget, so every match is scored; all-of
         # queries over common words take the newest matches.
         limit = limits.lexical_doc_budget if not query.require_all else limits.lexical_candidates
-        for row in repo.lexical_matches(tenant, scope, query.terms, limit, query.require_all):
+        for row in uow.search.lexical_matches(tenant, scope, query.terms, limit, query.require_all):
             rows[row.number] = row
     # The floor's query finds exactly the memories the cue contains, so no text is compared twice.
     contained = set()
-    for row in repo.contained_matches(tenant, scope, cue.normalized_parts):
+    for row in uow.search.contained_matches(tenant, scope, cue.normalized_parts):
         rows[row.number] = row
         contained.add(row.number)
     cosines: dict[int, float] = {}
     if semantic is not None and query_vector is not None:
-        cosines = semantic.index.similarities(repo, tenant, scope, query_vector, list(rows), limits.semantic_candidates)
-        for row in repo.memory_views(tenant, scope, (n for n in cosines if n not in rows)):
+        cosines = semantic.index.similarities(uow, tenant, scope, query_vector, list(rows), limits.semantic_candidates)
+        for row in uow.search.memory_views(tenant, scope, (n for n in cosines if n not in rows)):
             rows[row.number] = row
     calibration = SemanticCalibration(semantic.encoder.floor_cosine, semantic.encoder.full_cosine) if semantic else None
     scoring = CandidateScoring.for_cue(cue, doc_counts, rows.values(), calibration)
     admitted = scoring.admitted(rows, contained, cosines)
-    return stand_ins(admitted, rows, lambda row: _follow_supersession(repo, tenant, row)), rows
+    return stand_ins(admitted, rows, lambda row: _follow_supersession(uow, tenant, row)), rows
 
 
-def _follow_supersession(repo: Repository, tenant: str, row: Row) -> Row | None:
+def _follow_supersession(uow: UnitOfWork, tenant: str, row: Row) -> Row | None:
     for _ in range(MAX_REDIRECT_HOPS):
         if row.stale_reason != "superseded" or row.superseded_by is None:
             return None
-        nxt = repo.get_memory(tenant, row.superseded_by)
+        nxt = uow.memories.get(tenant, row.superseded_by)
         if nxt is None:
             return None
         if nxt.status == "active":
@@ -83,13 +83,13 @@ def _follow_supersession(repo: Repository, tenant: str, row: Row) -> Row | None:
     return None
 
 
-def cue_number(repo: Repository, tenant: str, cue: Cue) -> int:
+def cue_number(uow: UnitOfWork, tenant: str, cue: Cue) -> int:
     """The stored identity of the cue that learned evidence is kept under (spec 12.1)."""
-    return repo.cue_number(tenant, cue_key_hash(cue.text), cue.token_set)
+    return uow.cues.number(tenant, cue_key_hash(cue.text), cue.token_set)
 
 
 def build_catalog(
-    repo: Repository,
+    uow: UnitOfWork,
     tenant: str,
     scope: str,
     cue: Cue,
@@ -100,8 +100,8 @@ def build_catalog(
     query_vector: Any = None,
 ) -> Catalog:
     """Ranks the admitted candidates and freezes them (at most 50 memories, 9 procedures)."""
-    candidates, rows = _admitted_memories(repo, tenant, scope, cue, limits, semantic, query_vector)
-    learned_of = learned_adjustments(repo, (rows[c.number] for c in candidates), cue_id, cue.token_set)
+    candidates, rows = _admitted_memories(uow, tenant, scope, cue, limits, semantic, query_vector)
+    learned_of = learned_adjustments(uow, (rows[c.number] for c in candidates), cue_id, cue.token_set)
     ranked = []
     for c in candidates:
         row = rows[c.number]
@@ -120,15 +120,15 @@ def build_catalog(
                 redirected_from=memory_id(c.redirected_from) if c.redirected_from else None,
             )
         )
-    procedures = _ranked_procedures(repo, tenant, scope, cue, task_context)
+    procedures = _ranked_procedures(uow, tenant, scope, cue, task_context)
     return Catalog.freeze(ranked, procedures, limits.catalog_memories, limits.catalog_procedures)
 
 
 def _ranked_procedures(
-    repo: Repository, tenant: str, scope: str, cue: Cue, task_context: dict
+    uow: UnitOfWork, tenant: str, scope: str, cue: Cue, task_context: dict
 ) -> list[CatalogProcedure]:
     ranked = []
-    for row in repo.procedures_with_sessions(tenant, scope):
+    for row in uow.procedures.with_sessions(tenant, scope):
         if not contexts_match(row.context, task_context):
             continue
         relevance = text_relevance(cue, row.goal, row.session_task, " ".join([row.summary, *row.steps]))
@@ -171,7 +171,7 @@ def policy_version(semantic: SemanticChannel | None, limits: RetrievalLimits) ->
 
 
 def new_retrieval(
-    repo: Repository,
+    uow: UnitOfWork,
     retrieval_id: str,
     tenant: str,
     session_id: str,
@@ -198,7 +198,7 @@ def new_retrieval(
         catalog_truncated=catalog.truncated,
         catalog=catalog.to_json(),
     )
-    repo.insert_retrieval(**values)
+    uow.retrievals.insert(**values)
     return SimpleNamespace(**values)
 
 
@@ -209,7 +209,7 @@ class ServedPage:
 
 
 def serve_page(
-    repo: Repository,
+    uow: UnitOfWork,
     tenant: str,
     retrieval: Any,
     memory_offset: int,
@@ -233,19 +233,19 @@ def serve_page(
     page_mems = mems[memory_offset : memory_offset + m_count]
     page_procs = procs[procedure_offset : procedure_offset + p_count]
 
-    memories = render_memories(repo, page_mems)
-    procedures = render_procedures(repo, tenant, page_procs)
+    memories = render_memories(uow, page_mems)
+    procedures = render_procedures(uow, tenant, page_procs)
     targets = [("memory", m.memory_id) for m in memories] + [("procedure", p.procedure_id) for p in procedures]
     if fresh:
-        repo.insert_exposures(retrieval.id, targets, start=0)
+        uow.retrievals.insert_exposures(retrieval.id, targets, start=0)
     else:
-        _expose(repo, retrieval.id, targets)
+        _expose(uow, retrieval.id, targets)
 
     next_m, next_p = memory_offset + m_count, procedure_offset + p_count
     more = next_m < len(mems) or next_p < len(procs)
     cursor = accessible = None
     if more:
-        cursor = _cursor(repo, retrieval.id, next_m, next_p, fresh)
+        cursor = _cursor(uow, retrieval.id, next_m, next_p, fresh)
         rest = cat.remaining(
             [m.type for m in mems[next_m:]], [m.chars for m in mems[next_m:]], [p.chars for p in procs[next_p:]]
         )
@@ -272,29 +272,29 @@ def serve_page(
     return ServedPage(page, [m.n for m in page_mems])
 
 
-def _expose(repo: Repository, retrieval_id: str, targets: list[tuple[str, str]]) -> None:
-    existing = repo.exposures([retrieval_id])
+def _expose(uow: UnitOfWork, retrieval_id: str, targets: list[tuple[str, str]]) -> None:
+    existing = uow.retrievals.exposures([retrieval_id])
     known = {(e.target_kind, e.target_id) for e in existing}
     new = [t for t in targets if t not in known]
-    repo.insert_exposures(retrieval_id, new, start=len(existing))
+    uow.retrievals.insert_exposures(retrieval_id, new, start=len(existing))
 
 
-def _cursor(repo: Repository, retrieval_id: str, memory_offset: int, procedure_offset: int, fresh: bool) -> str:
+def _cursor(uow: UnitOfWork, retrieval_id: str, memory_offset: int, procedure_offset: int, fresh: bool) -> str:
     """Cursors are deterministic: one per catalog position, so a reread returns the same successor."""
-    row = None if fresh else repo.cursor_at(retrieval_id, memory_offset, procedure_offset)
+    row = None if fresh else uow.retrievals.cursor_at(retrieval_id, memory_offset, procedure_offset)
     if row is not None:
         return row.id
     cursor_id = new_cursor_id()
-    repo.insert_cursor(
+    uow.retrievals.insert_cursor(
         id=cursor_id, retrieval_id=retrieval_id, memory_offset=memory_offset, procedure_offset=procedure_offset
     )
     return cursor_id
 
 
-def render_memories(repo: Repository, items: list[CatalogMemory]) -> list[r.Memory]:
+def render_memories(uow: UnitOfWork, items: list[CatalogMemory]) -> list[r.Memory]:
     # Served rows are read typed (timestamps as UTC datetimes), whatever retrieval read of them.
-    rows = repo.get_memories(i.n for i in items)
-    first_events = repo.first_source_events([i.n for i in items])
+    rows = uow.memories.get_many(i.n for i in items)
+    first_events = uow.events.first_of_memories([i.n for i in items])
     sessions = {}
     out = []
     for item in items:
@@ -308,7 +308,7 @@ def render_memories(repo: Repository, items: list[CatalogMemory]) -> list[r.Memo
         )
         if row.source_kind == "consolidated" and row.source_session_id:
             if row.source_session_id not in sessions:
-                sessions[row.source_session_id] = repo.get_session_any(row.source_session_id)
+                sessions[row.source_session_id] = uow.sessions.get_any(row.source_session_id)
             s = sessions[row.source_session_id]
             if s is not None:
                 prov.source_session_id = s.id
@@ -330,10 +330,10 @@ def render_memories(repo: Repository, items: list[CatalogMemory]) -> list[r.Memo
     return out
 
 
-def render_procedures(repo: Repository, tenant: str, items: list[CatalogProcedure]) -> list[r.Procedure]:
+def render_procedures(uow: UnitOfWork, tenant: str, items: list[CatalogProcedure]) -> list[r.Procedure]:
     if not items:
         return []
-    rows = {row.id: row for row in repo.procedures_with_sessions(tenant, ids=[i.id for i in items])}
+    rows = {row.id: row for row in uow.procedures.with_sessions(tenant, ids=[i.id for i in items])}
     out = []
     for item in items:
         row = rows[item.id]
@@ -345,7 +345,7 @@ def render_procedures(repo: Repository, tenant: str, items: list[CatalogProcedur
                 recorded_at=c.recorded_at,
                 outcome=c.outcome if c.state != SessionState.OPEN and c.outcome else None,
             )
-            for c in repo.procedure_contributions(row.id)
+            for c in uow.procedures.contributions(row.id)
         ]
         counters = _counters(row)
         out.append(
@@ -368,39 +368,41 @@ def render_procedures(repo: Repository, tenant: str, items: list[CatalogProcedur
     return out
 
 
-def cue_warnings(repo: Repository, tenant: str, scope: str, cue: Cue) -> list[r.RetrievalWarning]:
+def cue_warnings(uow: UnitOfWork, tenant: str, scope: str, cue: Cue) -> list[r.RetrievalWarning]:
     """`known_gap` for each open knowledge gap of the scope that the cue admits (spec 10.7)."""
     warnings = []
-    for gap in repo.open_gaps(tenant, scope):
+    for gap in uow.gaps.open_in_scope(tenant, scope):
         if admits(cue, text_relevance(cue, gap.text), gap.text):
             warnings.append(r.RetrievalWarning("known_gap", f"known knowledge gap in this scope: {gap.text}"))
     return warnings
 
 
-def fragmentation_warning(repo: Repository, tenant: str, scope: str) -> list[r.RetrievalWarning]:
+def fragmentation_warning(uow: UnitOfWork, tenant: str, scope: str) -> list[r.RetrievalWarning]:
     key = fragmentation_key(scope)
     return [
         r.RetrievalWarning(
             "scope_fragmentation", f"scope {scope!r} is empty, but {other!r} holds memories; did you mean it?"
         )
-        for other in sorted(repo.scopes_with_active_memories(tenant))
+        for other in sorted(uow.memories.scopes_with_active(tenant))
         if other != scope and fragmentation_key(other) == key
     ]
 
 
-def evidence_records(repo: Repository, memory_numbers: list[int], full: bool) -> tuple[list[r.EvidenceRecord], bool]:
+def evidence_records(uow: UnitOfWork, memory_numbers: list[int], full: bool) -> tuple[list[r.EvidenceRecord], bool]:
     """Source events and the episodes containing them, for the first page's memories (spec 7.4)."""
-    events = repo.events_of_memories(memory_numbers)
+    events = uow.events.of_memories(memory_numbers)
     by_memory: dict[int, list[Row]] = {}
     for e in events:
         by_memory.setdefault(e.memory_number, []).append(e)
-    episodes = repo.episodes_of_events([e.number for e in events])
+    episodes = uow.events.episodes_of_events([e.number for e in events])
     by_event: dict[int, list[Row]] = {}
     for ep in episodes:
         by_event.setdefault(ep.event_number, []).append(ep)
         if ep.previous_event_number is not None:
             by_event.setdefault(ep.previous_event_number, []).append(ep)
-    all_events = repo.get_events([ep.event_number for ep in episodes] + [ep.previous_event_number for ep in episodes])
+    all_events = uow.events.get_many(
+        [ep.event_number for ep in episodes] + [ep.previous_event_number for ep in episodes]
+    )
     records: list[r.EvidenceRecord] = []
     seen: set[str] = set()
     for n in memory_numbers:

@@ -8,23 +8,23 @@ from sqlalchemy import Row
 
 from slowave.domain.errors import DomainError, ScopeMismatch, SessionEnded, SessionNotFound
 from slowave.domain.session_state import SessionState
-from slowave.storage.repository import Repository
+from slowave.storage.unit_of_work import UnitOfWork
 
 
 def open_session_in_scope(
-    repo: Repository, tenant: str, session_id: str, scope: str, now: datetime, *, recall: bool = False
+    uow: UnitOfWork, tenant: str, session_id: str, scope: str, now: datetime, *, recall: bool = False
 ) -> tuple[Row, DomainError | None]:
     """The named open session, touched (spec 2.3). Unknown → SessionNotFound; ended → SessionEnded.
 
     A scope mismatch is returned, not raised, so the caller can commit the activity touch (and
     Recall's recall count) that even a refused request performs before raising it.
     """
-    session = repo.get_session(tenant, session_id, lock=True)
+    session = uow.sessions.get(tenant, session_id, lock=True)
     if session is None:
         raise SessionNotFound(f"session {session_id} not found")
     if session.state != SessionState.OPEN:
         raise SessionEnded(f"session {session_id} has ended ({session.state})")
-    repo.touch_session(session.id, now, recall=recall)
+    uow.sessions.touch(session.id, now, recall=recall)
     if session.scope != scope:
         return session, ScopeMismatch(f"scope {scope!r} differs from the session's scope {session.scope!r}")
     return session, None

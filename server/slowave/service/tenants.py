@@ -30,7 +30,6 @@ from slowave.domain.api_keys import (
 )
 from slowave.domain.errors import PermissionDenied, Unauthenticated
 from slowave.service.context import ServiceContext
-from slowave.storage.tenancy import TenancyStore
 
 log = logging.getLogger(__name__)
 V = TypeVar("V")
@@ -99,8 +98,8 @@ class Authenticator:
             return True
         now = time.monotonic()
         if self._required_checked_at is None or now - self._required_checked_at >= self._cache_seconds:
-            with self.ctx.db.transaction() as repo:
-                self._required = TenancyStore(repo).any_key()
+            with self.ctx.db.transaction() as uow:
+                self._required = uow.tenancy.any_key()
             self._required_checked_at = now
         return self._required
 
@@ -122,8 +121,8 @@ class Authenticator:
         return state.tenant
 
     def _load(self, key_hash: str) -> KeyState:
-        with self.ctx.db.transaction() as repo:
-            row = TenancyStore(repo).key(key_hash)
+        with self.ctx.db.transaction() as uow:
+            row = uow.tenancy.key(key_hash)
         if row is None or row.revoked_at is not None or not hashes_equal(row.key_hash, key_hash):
             return KeyState(None)
         if row.source == "config" and key_hash not in self.configured:
@@ -143,8 +142,8 @@ def sync_configured_keys(ctx: ServiceContext, entries: tuple[KeyEntry, ...]) -> 
     if not entries:
         return
     now = ctx.clock.now()
-    with ctx.db.transaction() as repo:
-        store = TenancyStore(repo)
+    with ctx.db.transaction() as uow:
+        store = uow.tenancy
         for entry in entries:
             store.ensure_tenant(entry.tenant, now)
             store.insert_key_if_absent(entry.key_hash, entry.tenant, "config", now)
@@ -171,8 +170,8 @@ def mint_key(ctx: ServiceContext, tenant: str, label: str | None = None) -> tupl
     key = new_key()
     key_hash = hash_key(key)
     now = ctx.clock.now()
-    with ctx.db.transaction() as repo:
-        store = TenancyStore(repo)
+    with ctx.db.transaction() as uow:
+        store = uow.tenancy
         store.ensure_tenant(tenant, now)
         store.insert_key_if_absent(key_hash, tenant, "admin", now, label=label)
     return key, key_hash
@@ -183,8 +182,8 @@ def revoke_key(ctx: ServiceContext, hash_prefix: str) -> str:
     prefix = hash_prefix.strip().lower().removeprefix("sha256:").rstrip("…")
     if len(prefix) < 8 or any(c not in "0123456789abcdef" for c in prefix):
         raise TenancyError("give at least 8 hex digits of the key's hash (as `keys list` shows it)")
-    with ctx.db.transaction() as repo:
-        store = TenancyStore(repo)
+    with ctx.db.transaction() as uow:
+        store = uow.tenancy
         rows = store.keys_with_hash_prefix(prefix)
         if not rows:
             raise TenancyError(f"no key's hash starts with {prefix}")
@@ -196,18 +195,18 @@ def revoke_key(ctx: ServiceContext, hash_prefix: str) -> str:
 
 
 def set_tenant_disabled(ctx: ServiceContext, tenant: str, disabled: bool) -> None:
-    with ctx.db.transaction() as repo:
-        store = TenancyStore(repo)
+    with ctx.db.transaction() as uow:
+        store = uow.tenancy
         if store.tenant(tenant) is None:
             raise TenancyError(f"no tenant {tenant!r} (tenants are created with their first key)")
         store.set_disabled(tenant, disabled, ctx.clock.now())
 
 
 def list_keys(ctx: ServiceContext, tenant: str | None = None) -> list:
-    with ctx.db.transaction() as repo:
-        return TenancyStore(repo).list_keys(tenant)
+    with ctx.db.transaction() as uow:
+        return uow.tenancy.list_keys(tenant)
 
 
 def list_tenants(ctx: ServiceContext) -> list:
-    with ctx.db.transaction() as repo:
-        return TenancyStore(repo).list_tenants()
+    with ctx.db.transaction() as uow:
+        return uow.tenancy.list_tenants()

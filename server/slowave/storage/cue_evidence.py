@@ -1,25 +1,26 @@
 """Learned evidence per cue: the cues of retrievals and each memory's running sums under them.
 
-Part of the repository (mixed into storage.repository.Repository, so it runs in the unit of work's
-transaction). Sums change only together with the ledger rows that change them, under the lock on
-the memory's row that Feedback holds; service.learning_replay recomputes them from the ledger.
+Sums change only together with the ledger rows that change them, under the lock on the memory's
+row that Feedback holds; service.learning_replay recomputes them from the ledger.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy import Integer, bindparam, func, select, update
 
 from slowave.domain.identifiers import memory_number
 from slowave.domain.learning import COMPARED_CUES, CueUnits, EffectiveAssessment, MemoryEvidence
 from slowave.storage import tables as t
+from slowave.storage.executor import Executor, any_of, upsert, values_of
 
 _c, _e, _m = t.cues, t.memory_cue_evidence, t.memories
 
 _CUE_BY_KEY = select(_c.c.number).where(_c.c.tenant == bindparam("tenant"), _c.c.key_hash == bindparam("key_hash"))
 _CUE_TERMS = select(_c.c.terms).where(_c.c.number == bindparam("cue"))
 _SUM = select(_e.c.units).where(_e.c.memory_number == bindparam("memory"), _e.c.cue_number == bindparam("cue"))
+_numbers = values_of("numbers", Integer())
 _OWN_SUMS = select(_e.c.memory_number, _e.c.units).where(
-    _e.c.memory_number.in_(bindparam("numbers", expanding=True)), _e.c.cue_number == bindparam("cue")
+    any_of(_e.c.memory_number, _numbers), _e.c.cue_number == bindparam("cue")
 )
 _recent = (
     select(
@@ -30,7 +31,7 @@ _recent = (
     )
     .join(_c, _c.c.number == _e.c.cue_number)
     .where(
-        _e.c.memory_number.in_(bindparam("numbers", expanding=True)),
+        any_of(_e.c.memory_number, _numbers),
         _e.c.cue_number != bindparam("cue"),
         _e.c.units != 0,
     )
@@ -44,46 +45,80 @@ _OTHER_SUMS = (
 )
 
 
-class CueEvidenceStore:
-    conn: Connection
-    dialect: str
+# A concurrent first use of the same cue inserts once.
+_NEW_CUE = upsert(
+    lambda insert: (
+        insert(_c)
+        .values(tenant=bindparam("tenant"), key_hash=bindparam("key_hash"), terms=bindparam("cue_terms"))
+        .on_conflict_do_nothing(index_elements=[_c.c.tenant, _c.c.key_hash])
+    )
+)
+_evidence = (_e.c.memory_number == bindparam("memory"), _e.c.cue_number == bindparam("cue"))
+_SET_SUM = update(_e).where(*_evidence).values(units=bindparam("sum"), last_seq=bindparam("seq"))
+_ADD_CUE_COUNTS = (
+    update(_m)
+    .where(_m.c.number == bindparam("memory"))
+    .values(
+        positive_cues=_m.c.positive_cues + bindparam("positive", type_=Integer()),
+        negative_cues=_m.c.negative_cues + bindparam("negative", type_=Integer()),
+    )
+)
+_f, _r = t.feedback_rows, t.retrievals
+_EFFECTIVE_MEMORY_ASSESSMENTS = (
+    select(_f.c.seq, _f.c.target_id, _r.c.cue_number, _f.c.assessment, _f.c.effect)
+    .join(_r, _r.c.id == _f.c.retrieval_id)
+    .where(
+        _f.c.target_kind == "memory",
+        _f.c.accepted.is_(True),
+        _f.c.effective.is_(True),
+        _f.c.assessment.is_not(None),
+    )
+    .order_by(_f.c.seq)
+)
+_RETIRED_SEQS = select(_m.c.number, _m.c.retired_seq).where(_m.c.retired_seq.is_not(None))
+_ALL_SUMS = select(_e.c.memory_number, _e.c.cue_number, _e.c.units, _e.c.last_seq)
+_counted = (_m.c.positive_cues != 0) | (_m.c.negative_cues != 0)
+_CUE_COUNTS = select(_m.c.number, _m.c.positive_cues, _m.c.negative_cues).where(_counted)
+_CLEAR_SUMS = _e.delete()
+_CLEAR_COUNTS = update(_m).where(_counted).values(positive_cues=0, negative_cues=0)
+_SET_COUNTS = (
+    update(_m)
+    .where(_m.c.number == bindparam("memory"))
+    .values(positive_cues=bindparam("positive"), negative_cues=bindparam("negative"))
+)
 
-    def cue_number(self, tenant: str, key_hash: str, cue_terms: frozenset[str]) -> int:
-        """The cue's number, stored on first use (a concurrent first use of the same cue inserts once)."""
+
+class CueEvidenceStore:
+    def __init__(self, ex: Executor) -> None:
+        self.ex = ex
+
+    def number(self, tenant: str, key_hash: str, cue_terms: frozenset[str]) -> int:
+        """The cue's number, stored on first use."""
         params = {"tenant": tenant, "key_hash": key_hash}
-        found = self.conn.execute(_CUE_BY_KEY, params).scalar()
+        found = self.ex.scalar(_CUE_BY_KEY, params)
         if found is not None:
             return found
-        insert = dialect_insert(self.dialect)(_c).values(
-            tenant=tenant, key_hash=key_hash, terms=" ".join(sorted(cue_terms))
-        )
-        self.conn.execute(insert.on_conflict_do_nothing(index_elements=[_c.c.tenant, _c.c.key_hash]))
-        return self.conn.execute(_CUE_BY_KEY, params).scalar_one()
+        self.ex.run(_NEW_CUE, dict(params, cue_terms=" ".join(sorted(cue_terms))))
+        return self.ex.scalar(_CUE_BY_KEY, params)
 
-    def cue_terms(self, cue: int | None) -> frozenset[str]:
+    def terms(self, cue: int | None) -> frozenset[str]:
         if cue is None:
             return frozenset()
-        return frozenset((self.conn.execute(_CUE_TERMS, {"cue": cue}).scalar() or "").split())
+        return frozenset((self.ex.scalar(_CUE_TERMS, {"cue": cue}) or "").split())
 
-    def add_cue_units(self, memory: int, cue: int, units: int, seq: int) -> None:
+    def add_units(self, memory: int, cue: int, units: int, seq: int) -> None:
         """Adds an effective assessment's units to the memory's sum under the cue; the memory's
         counts of positive and negative cues follow the sum's sign. The caller holds the memory's lock."""
-        before = self.conn.execute(_SUM, {"memory": memory, "cue": cue}).scalar()
+        before = self.ex.scalar(_SUM, {"memory": memory, "cue": cue})
         after = (before or 0) + units
         if before is None:
-            self.conn.execute(_e.insert().values(memory_number=memory, cue_number=cue, units=after, last_seq=seq))
+            self.ex.insert(_e, {"memory_number": memory, "cue_number": cue, "units": after, "last_seq": seq})
         else:
-            self.conn.execute(
-                update(_e).where(_e.c.memory_number == memory, _e.c.cue_number == cue).values(units=after, last_seq=seq)
-            )
+            self.ex.run(_SET_SUM, {"memory": memory, "cue": cue, "sum": after, "seq": seq})
         positive = (after > 0) - ((before or 0) > 0)
         negative = (after < 0) - ((before or 0) < 0)
         if positive or negative:
-            self.conn.execute(
-                update(_m)
-                .where(_m.c.number == memory)
-                .values(positive_cues=_m.c.positive_cues + positive, negative_cues=_m.c.negative_cues + negative)
-            )
+            self.ex.run(_ADD_CUE_COUNTS, {"memory": memory, "positive": positive, "negative": negative})
 
     def memory_evidence(self, counts: dict[int, tuple[int, int]], cue: int | None) -> dict[int, MemoryEvidence]:
         """The evidence of each memory (number -> its positive and negative cue counts) for ranking
@@ -92,77 +127,35 @@ class CueEvidenceStore:
         if not numbers:
             return {}
         params = {"numbers": numbers, "cue": cue if cue is not None else -1}
-        own = dict(self.conn.execute(_OWN_SUMS, params).all())
+        own = {number: units for number, units in self.ex.rows(_OWN_SUMS, params)}
         others: dict[int, list[CueUnits]] = {}
-        for number, units, cue_terms in self.conn.execute(_OTHER_SUMS, params):
+        for number, units, cue_terms in self.ex.rows(_OTHER_SUMS, params):
             others.setdefault(number, []).append(CueUnits(units, frozenset(cue_terms.split())))
         return {n: MemoryEvidence(own.get(n, 0), tuple(others.get(n, ())), *counts[n]) for n in numbers}
 
     # ------------------------------------------------------------ replay (admin, migration check)
 
     def effective_memory_assessments(self) -> list[EffectiveAssessment]:
-        f, r = t.feedback_rows, t.retrievals
-        rows = self.conn.execute(
-            select(f.c.seq, f.c.target_id, r.c.cue_number, f.c.assessment, f.c.effect)
-            .join(r, r.c.id == f.c.retrieval_id)
-            .where(
-                f.c.target_kind == "memory",
-                f.c.accepted.is_(True),
-                f.c.effective.is_(True),
-                f.c.assessment.is_not(None),
-            )
-            .order_by(f.c.seq)
-        )
         return [
             EffectiveAssessment(seq, number, cue, assessment, effect)
-            for seq, target, cue, assessment, effect in rows
+            for seq, target, cue, assessment, effect in self.ex.rows(_EFFECTIVE_MEMORY_ASSESSMENTS)
             if (number := memory_number(target)) is not None and cue is not None
         ]
 
     def retired_seqs(self) -> dict[int, int]:
-        return dict(self.conn.execute(select(_m.c.number, _m.c.retired_seq).where(_m.c.retired_seq.is_not(None))).all())
+        return {number: seq for number, seq in self.ex.rows(_RETIRED_SEQS)}
 
-    def stored_cue_sums(self) -> dict[tuple[int, int], tuple[int, int]]:
-        return {
-            (m, c): (u, s)
-            for m, c, u, s in self.conn.execute(select(_e.c.memory_number, _e.c.cue_number, _e.c.units, _e.c.last_seq))
-        }
+    def stored_sums(self) -> dict[tuple[int, int], tuple[int, int]]:
+        return {(m, c): (u, s) for m, c, u, s in self.ex.rows(_ALL_SUMS)}
 
-    def stored_cue_counts(self) -> dict[int, tuple[int, int]]:
+    def stored_counts(self) -> dict[int, tuple[int, int]]:
         """Memories with a non-zero positive or negative cue count."""
-        rows = self.conn.execute(
-            select(_m.c.number, _m.c.positive_cues, _m.c.negative_cues).where(
-                (_m.c.positive_cues != 0) | (_m.c.negative_cues != 0)
-            )
-        )
-        return {n: (p, q) for n, p, q in rows}
+        return {n: (p, q) for n, p, q in self.ex.rows(_CUE_COUNTS)}
 
-    def replace_cue_sums(
-        self, sums: dict[tuple[int, int], tuple[int, int]], counts: dict[int, tuple[int, int]]
-    ) -> None:
+    def replace_sums(self, sums: dict[tuple[int, int], tuple[int, int]], counts: dict[int, tuple[int, int]]) -> None:
         """Writes replayed state over the stored one (repair)."""
-        self.conn.execute(_e.delete())
-        if sums:
-            self.conn.execute(
-                _e.insert(),
-                [{"memory_number": m, "cue_number": c, "units": u, "last_seq": s} for (m, c), (u, s) in sums.items()],
-            )
-        self.conn.execute(
-            update(_m)
-            .where((_m.c.positive_cues != 0) | (_m.c.negative_cues != 0))
-            .values(positive_cues=0, negative_cues=0)
-        )
-        for number, (p, q) in counts.items():
-            self.conn.execute(update(_m).where(_m.c.number == number).values(positive_cues=p, negative_cues=q))
-
-    def max_ledger_seq(self) -> int:
-        return self.conn.execute(select(func.max(t.feedback_rows.c.seq))).scalar() or 0
-
-
-def dialect_insert(dialect: str):
-    """INSERT with the backend's ON CONFLICT clause (both spell it the same way)."""
-    if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert
+        self.ex.run(_CLEAR_SUMS)
+        rows = [{"memory_number": m, "cue_number": c, "units": u, "last_seq": s} for (m, c), (u, s) in sums.items()]
+        self.ex.insert_many(_e, rows)
+        self.ex.run(_CLEAR_COUNTS)
+        self.ex.run_many(_SET_COUNTS, [{"memory": n, "positive": p, "negative": q} for n, (p, q) in counts.items()])

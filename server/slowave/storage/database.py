@@ -6,24 +6,26 @@ import contextlib
 import contextvars
 import logging
 import os
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, func, select
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import QueuePool
 
 from slowave.domain.errors import StorageUnavailable
-from slowave.storage.repository import Repository
+from slowave.storage import executor
+from slowave.storage.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).with_name("migrations")
+_SERVER_TIME = select(func.clock_timestamp())
 
 
 class CallerGone(BaseException):
@@ -96,15 +98,13 @@ def _sqlite_engine(url: str) -> Engine:
     if not path or path == ":memory:":
         raise ValueError("the SQLite store must be a file: sqlite:///path/to/slowave.db")
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    sqlite3.connect(path).close()  # create it once; afterwards connections never create a file
-
-    def connect() -> sqlite3.Connection:
-        # mode=rw: a store that disappeared is an outage (UNAVAILABLE), not a fresh empty database.
-        return sqlite3.connect(f"file:{path}?mode=rw", uri=True, check_same_thread=False, timeout=30)
+    executor.create_sqlite_file(path)  # once; afterwards connections never create a file
 
     # An explicit QueuePool: with a creator and a bare "sqlite://" URL SQLAlchemy would pick its
     # in-memory-database pool (one connection per thread, recycled arbitrarily).
-    engine = create_engine("sqlite://", creator=connect, poolclass=QueuePool, pool_size=8, max_overflow=16)
+    engine = create_engine(
+        "sqlite://", creator=executor.sqlite_connector(path), poolclass=QueuePool, pool_size=8, max_overflow=16
+    )
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, record) -> None:
@@ -189,20 +189,13 @@ class WalCheckpointer:
         return in_log, copied
 
     def _passive(self) -> tuple[int, int]:
-        # A connection per checkpoint, closed before returning: one still open when the next
-        # transaction begins would keep its read mark, and SQLite would not restart the log.
-        connection = sqlite3.connect(f"file:{self.path}?mode=rw", uri=True, timeout=0)
-        try:
-            ((_busy, in_log, copied),) = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        finally:
-            connection.close()
-        return in_log, copied
+        return executor.wal_checkpoint(self.path)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:
                 self.checkpoint()
-            except sqlite3.Error as exc:  # the store is gone or replaced: the next request reports it
+            except executor.SQLiteError as exc:  # the store is gone or replaced: the next request reports it
                 log.debug("WAL checkpoint skipped: %s", exc)
 
 
@@ -245,14 +238,14 @@ class Database:
             connection.commit()
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[Repository]:
+    def transaction(self) -> Iterator[UnitOfWork]:
         """One unit of work: commits on success, rolls back on any exception."""
         writer = self._writer
         if writer is not None and not writer.acquire(timeout=self._lock_timeout):
             raise StorageUnavailable("the database stayed busy; retry shortly")
         try:
             with self.engine.begin() as connection:
-                yield Repository(connection, self.dialect)
+                yield UnitOfWork(connection)
                 ensure_caller_waiting()  # an abandoned request's writes are rolled back, never committed
         except OperationalError as exc:
             log.warning("database unavailable: %s", exc.orig)
@@ -260,15 +253,21 @@ class Database:
         except PoolTimeout as exc:
             raise StorageUnavailable("no database connection became free in time; retry shortly") from exc
         except DBAPIError as exc:
-            if exc.connection_invalidated or type(exc.orig) is sqlite3.DatabaseError:
-                # sqlite3.DatabaseError itself (not a subclass): the file is not, or no longer, a
-                # readable database ("file is not a database", "disk image is malformed").
+            if exc.connection_invalidated or executor.unreadable_database(exc.orig):
                 log.warning("database unavailable: %s", exc.orig)
                 raise StorageUnavailable("the database is unavailable; retry shortly") from exc
             raise
         finally:
             if writer is not None:
                 writer.release()
+
+    def server_time(self) -> datetime:
+        """The database server's clock (PostgreSQL), read outside any unit of work."""
+        try:
+            with self.engine.connect() as connection:
+                return connection.execute(_SERVER_TIME).scalar_one().astimezone(UTC)
+        except DBAPIError as exc:
+            raise StorageUnavailable("the database is unavailable; retry shortly") from exc
 
     def dispose(self) -> None:
         self.engine.dispose()

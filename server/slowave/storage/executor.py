@@ -1,0 +1,403 @@
+"""Runs the storage's SQLAlchemy Core statements: each one compiled once, then executed on the fastest
+path its backend allows. The only module that talks to `sqlite3`.
+
+SQLAlchemy's execution machinery costs ≈ 0.1–0.3 ms per statement, more than SQLite needs to run
+the small statements every Activate, Recall, Feedback and Commit issues a dozen of. So on SQLite a
+statement is compiled once (to SQLite's own SQL with named parameters) and then runs through the
+driver's cursor on the unit of work's connection and transaction, its values converted by the bind
+and result processors its column types give for the dialect (UTC datetimes, JSON, booleans): a row
+written or read this way is the one SQLAlchemy would write or read. On PostgreSQL the statements
+run through SQLAlchemy's connection, whose compiled cache does the same, and psycopg's round trip
+dominates anyway.
+
+Statements are built once (module constants, or builders cached per shape): the compiled forms are
+kept per statement object for as long as the statement lives.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+import weakref
+from collections import namedtuple
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, String, Table, bindparam, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql import Executable
+from sqlalchemy.sql.functions import FunctionElement
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+# ------------------------------------------------------------------ constructs written once for both backends
+
+
+class Values(TypeDecorator):
+    """A list bound as one parameter: JSON text for SQLite's json_each, an array on PostgreSQL."""
+
+    impl = String
+    cache_ok = True
+
+    def __init__(self, element: TypeEngine) -> None:
+        super().__init__()
+        self.element = element
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(postgresql.ARRAY(self.element))
+        return dialect.type_descriptor(String())
+
+    def process_bind_param(self, value: Sequence[Any] | None, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        return list(value) if dialect.name == "postgresql" else json.dumps(list(value))
+
+
+def values_of(name: str, element: TypeEngine) -> Any:
+    """The list parameter `name` (its elements of type `element`), for `any_of`."""
+    return bindparam(name, type_=Values(element))
+
+
+class any_of(FunctionElement):
+    """`column` equals one of the values of a list parameter (`values_of`). One parameter whatever
+    the list's length, so the statement compiles once (an IN list would compile per length)."""
+
+    # No Boolean type: SQLite's compiler would write `… = 1` after it, which no index can serve.
+    inherit_cache = True
+    name = "any_of"
+
+
+@compiles(any_of, "sqlite")
+def _any_of_sqlite(element: any_of, compiler, **kw: Any) -> str:
+    column, values = element.clauses
+    return f"{compiler.process(column, **kw)} IN (SELECT value FROM json_each({compiler.process(values, **kw)}))"
+
+
+@compiles(any_of)
+def _any_of(element: any_of, compiler, **kw: Any) -> str:
+    column, values = element.clauses
+    return f"{compiler.process(column, **kw)} = ANY({compiler.process(values, **kw)})"
+
+
+class not_indexed(FunctionElement):
+    """A column that must not choose SQLite's index (`+column`, a no-op on the value): keeps the
+    planner on the row lookups a statement is written for. PostgreSQL plans by statistics; it reads
+    the plain column."""
+
+    inherit_cache = True
+    name = "not_indexed"
+
+    @property
+    def type(self) -> TypeEngine:  # the column's own, so comparisons bind as they would to it
+        return next(iter(self.clauses)).type
+
+
+@compiles(not_indexed)
+def _not_indexed(element: not_indexed, compiler, **kw: Any) -> str:
+    return compiler.process(next(iter(element.clauses)), **kw)
+
+
+@compiles(not_indexed, "sqlite")
+def _not_indexed_sqlite(element: not_indexed, compiler, **kw: Any) -> str:
+    return "+" + compiler.process(next(iter(element.clauses)), **kw)
+
+
+class occurs_in(FunctionElement):
+    """The text `part` occurs in the text `whole`."""
+
+    inherit_cache = True
+    name = "occurs_in"
+
+
+@compiles(occurs_in, "sqlite")
+def _occurs_in_sqlite(element: occurs_in, compiler, **kw: Any) -> str:
+    part, whole = element.clauses
+    return f"instr({compiler.process(whole, **kw)}, {compiler.process(part, **kw)}) > 0"
+
+
+@compiles(occurs_in)
+def _occurs_in(element: occurs_in, compiler, **kw: Any) -> str:
+    part, whole = element.clauses
+    return f"strpos({compiler.process(whole, **kw)}, {compiler.process(part, **kw)}) > 0"
+
+
+class PerDialect:
+    """A statement whose text depends on the backend (full-text search, sequences, upserts): built
+    once per backend, on first use, by `build(dialect name)`; None where the backend needs none."""
+
+    def __init__(self, build: Callable[[str], Executable | None]) -> None:
+        self._build = build
+        self._built: dict[str, Executable | None] = {}
+
+    def get(self, dialect: str) -> Executable | None:
+        try:
+            return self._built[dialect]
+        except KeyError:
+            stmt = self._built[dialect] = self._build(dialect)
+            return stmt
+
+
+_DIALECT_INSERT = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
+
+
+def upsert(build: Callable[[Callable[[Table], Any]], Executable]) -> PerDialect:
+    """An INSERT … ON CONFLICT, built with the backend's `insert` (both spell the clause alike)."""
+    return PerDialect(lambda dialect: build(_DIALECT_INSERT[dialect]))
+
+
+# ------------------------------------------------------------------ statements of one shape, built once
+
+
+@functools.cache
+def _row_where(table: Table, keys: tuple[str, ...], lock: bool) -> Executable:
+    stmt = select(table).where(*(table.c[k] == bindparam(f"w_{k}") for k in keys)).limit(1)
+    return stmt.with_for_update() if lock else stmt
+
+
+@functools.cache
+def _update_where(table: Table, keys: tuple[str, ...], columns: tuple[str, ...]) -> Executable:
+    return (
+        update(table)
+        .where(*(table.c[k] == bindparam(f"w_{k}") for k in keys))
+        .values({c: bindparam(f"v_{c}") for c in columns})
+    )
+
+
+@functools.cache
+def _insert(table: Table) -> Executable:
+    return insert(table)
+
+
+# ------------------------------------------------------------------ SQLite: compiled once, run on the driver
+
+_Processor = Callable[[Any], Any] | None
+_NAMED_SQLITE = sqlite.dialect(paramstyle="named")
+
+
+def _row_type(names: Sequence[str]) -> type:
+    """A named tuple that also answers `_mapping`, like SQLAlchemy's Row."""
+    base = namedtuple("StoredRow", names, rename=True)
+    return type("StoredRow", (base,), {"__slots__": (), "_mapping": property(lambda self: self._asdict())})
+
+
+class _Plan:
+    """A statement as SQLite runs it: its SQL, the values it binds itself, how to convert what the
+    caller binds and what comes back."""
+
+    __slots__ = ("sql", "fixed", "processors", "results", "row_type")
+
+    def __init__(self, stmt: Executable, dialect: Dialect, defaults: dict[str, Any] | None = None) -> None:
+        column_keys = None if defaults is None else list(defaults)
+        compiled = stmt.compile(dialect=_NAMED_SQLITE, column_keys=column_keys)
+        if "POSTCOMPILE" in compiled.string:
+            raise ValueError("a list parameter must be one value (any_of/values_of), not an expanding IN")
+        self.sql = compiled.string
+        self.processors: dict[str, _Processor] = {}
+        self.fixed: dict[str, Any] = {}
+        for name, value in compiled.params.items():
+            processor = _bind_processor(compiled.binds[name].type, dialect)
+            if processor is not None:
+                self.processors[name] = processor
+            if defaults is None:
+                self.fixed[name] = processor(value) if processor is not None else value
+            elif defaults[name] is not _GIVEN:
+                self.fixed[name] = processor(defaults[name]) if processor is not None else defaults[name]
+        columns = getattr(stmt, "selected_columns", ())
+        results = [c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns]
+        self.results: tuple[_Processor, ...] | None = tuple(results) if any(results) else None
+        self.row_type: type | None = None
+
+    def parameters(self, given: dict[str, Any]) -> dict[str, Any]:
+        params = dict(self.fixed)
+        processors = self.processors
+        for name, value in given.items():
+            processor = processors.get(name)
+            params[name] = processor(value) if processor is not None else value
+        return params
+
+    def rows(self, cursor: sqlite3.Cursor) -> list[Any]:
+        row_type = self.row_type
+        if row_type is None:
+            row_type = self.row_type = _row_type([d[0] for d in cursor.description])
+        results = self.results
+        if results is None:
+            return [row_type._make(raw) for raw in cursor]
+        return [row_type._make([p(v) if p is not None else v for p, v in zip(results, raw)]) for raw in cursor]
+
+
+def _bind_processor(type_: TypeEngine, dialect: Dialect) -> _Processor:
+    return type_.dialect_impl(dialect).bind_processor(dialect)
+
+
+_PLANS: weakref.WeakKeyDictionary[Executable, _Plan] = weakref.WeakKeyDictionary()
+_INSERT_PLANS: dict[tuple[Table, tuple[str, ...]], tuple[_Plan, str | None]] = {}
+_GIVEN = object()  # an insert's column whose value the caller gives
+
+
+# ------------------------------------------------------------------ the executor
+
+
+class Executor:
+    """The statements of one unit of work, on its connection and transaction."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.dialect = connection.dialect.name
+        self._driver = connection.connection.driver_connection if self.dialect == "sqlite" else None
+
+    def _resolve(self, stmt: Executable | PerDialect) -> Executable | None:
+        return stmt.get(self.dialect) if type(stmt) is PerDialect else stmt
+
+    def _plan(self, stmt: Executable) -> _Plan:
+        plan = _PLANS.get(stmt)
+        if plan is None:
+            plan = _PLANS[stmt] = _Plan(stmt, self.connection.dialect)
+        return plan
+
+    def _cursor(self, stmt: Executable, params: dict[str, Any] | None) -> sqlite3.Cursor:
+        plan = self._plan(stmt)
+        return self._driver.execute(plan.sql, plan.parameters(params or {}))
+
+    # -------------------------------------------------------------- reads
+
+    def rows(self, stmt: Executable | PerDialect, params: dict[str, Any] | None = None) -> list[Any]:
+        stmt = self._resolve(stmt)
+        if self._driver is None:
+            return list(self.connection.execute(stmt, params))
+        plan = self._plan(stmt)
+        return plan.rows(self._driver.execute(plan.sql, plan.parameters(params or {})))
+
+    def first(self, stmt: Executable | PerDialect, params: dict[str, Any] | None = None) -> Any | None:
+        rows = self.rows(stmt, params)
+        return rows[0] if rows else None
+
+    def scalar(self, stmt: Executable | PerDialect, params: dict[str, Any] | None = None) -> Any:
+        """The first column of the first row (None without rows)."""
+        row = self.first(stmt, params)
+        return row[0] if row is not None else None
+
+    def row_where(self, table: Table, lock: bool = False, **equals: Any) -> Any | None:
+        """The row whose columns equal the given values (a unique key); `lock` takes its row lock
+        where the backend has row locks (SQLite's transactions hold the database's write lock)."""
+        stmt = _row_where(table, tuple(equals), lock)
+        return self.first(stmt, {f"w_{k}": v for k, v in equals.items()})
+
+    # -------------------------------------------------------------- writes
+
+    def run(self, stmt: Executable | PerDialect, params: dict[str, Any] | None = None) -> int:
+        """Runs a statement that returns no rows; returns how many rows it matched."""
+        stmt = self._resolve(stmt)
+        if stmt is None:
+            return 0
+        if self._driver is None:
+            return self.connection.execute(stmt, params).rowcount
+        return self._cursor(stmt, params).rowcount
+
+    def run_many(self, stmt: Executable | PerDialect, rows: Sequence[dict[str, Any]]) -> None:
+        """Runs a statement once per parameter set, in one call."""
+        stmt = self._resolve(stmt)
+        if not rows:
+            return
+        if self._driver is None:
+            self.connection.execute(stmt, list(rows))
+            return
+        plan = self._plan(stmt)
+        self._driver.executemany(plan.sql, [plan.parameters(r) for r in rows])
+
+    def update_where(self, table: Table, equals: dict[str, Any], values: dict[str, Any]) -> int:
+        """Sets plain values (no SQL expressions) on the rows matching `equals`; returns their count."""
+        stmt = _update_where(table, tuple(equals), tuple(values))
+        params = {f"w_{k}": v for k, v in equals.items()}
+        params.update((f"v_{k}", v) for k, v in values.items())
+        return self.run(stmt, params)
+
+    def insert(self, table: Table, values: dict[str, Any]) -> Any:
+        """Inserts one row; returns its primary key (the given one, else the new one)."""
+        if self._driver is None:
+            return self.connection.execute(_insert(table), values).inserted_primary_key[0]
+        plan, given_key = self._insert_plan(table, tuple(values))
+        cursor = self._driver.execute(plan.sql, plan.parameters(values))
+        return values[given_key] if given_key else cursor.lastrowid
+
+    def insert_many(self, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+        """Inserts rows in list order (on SQLite one statement per run of rows with the same keys)."""
+        if not rows:
+            return
+        if self._driver is None:
+            self.connection.execute(_insert(table), list(rows))
+            return
+        start = 0
+        while start < len(rows):
+            keys = tuple(rows[start])
+            end = start + 1
+            while end < len(rows) and tuple(rows[end]) == keys:
+                end += 1
+            plan, _ = self._insert_plan(table, keys)
+            self._driver.executemany(plan.sql, [plan.parameters(r) for r in rows[start:end]])
+            start = end
+
+    def _insert_plan(self, table: Table, keys: tuple[str, ...]) -> tuple[_Plan, str | None]:
+        found = _INSERT_PLANS.get((table, keys))
+        if found is None:
+            values = dict.fromkeys(keys, _GIVEN)
+            # Scalar Python-side defaults of omitted columns, as SQLAlchemy would fill them in.
+            values.update(
+                (c.key, c.default.arg)
+                for c in table.c
+                if c.key not in keys and c.default is not None and c.default.is_scalar
+            )
+            plan = _Plan(_insert(table), self.connection.dialect, values)
+            pk = list(table.primary_key.columns)
+            found = _INSERT_PLANS[(table, keys)] = (plan, pk[0].key if pk and pk[0].key in keys else None)
+        return found
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A nested transaction: rolled back alone if the block raises (the error goes on)."""
+        nested = self.connection.begin_nested()
+        try:
+            yield
+        except BaseException:
+            nested.rollback()
+            raise
+        nested.commit()
+
+
+# ------------------------------------------------------------------ SQLite files
+
+SQLiteError = sqlite3.Error
+
+
+def create_sqlite_file(path: str) -> None:
+    """Creates the database file (later connections never create one: see `sqlite_connector`)."""
+    sqlite3.connect(path).close()
+
+
+def sqlite_connector(path: str, timeout: float = 30) -> Callable[[], sqlite3.Connection]:
+    def connect() -> sqlite3.Connection:
+        # mode=rw: a store that disappeared is an outage (UNAVAILABLE), not a fresh empty database.
+        return sqlite3.connect(f"file:{path}?mode=rw", uri=True, check_same_thread=False, timeout=timeout)
+
+    return connect
+
+
+def unreadable_database(error: BaseException | None) -> bool:
+    """sqlite3.DatabaseError itself (not a subclass): the file is not, or no longer, a readable
+    database ("file is not a database", "disk image is malformed")."""
+    return type(error) is sqlite3.DatabaseError
+
+
+def wal_checkpoint(path: str) -> tuple[int, int]:
+    """One PASSIVE checkpoint on a connection of its own; returns (pages in the log, pages copied)."""
+    # Closed before returning: a connection still open when the next transaction begins would keep
+    # its read mark, and SQLite would not restart the log.
+    connection = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=0)
+    try:
+        ((_busy, in_log, copied),) = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    finally:
+        connection.close()
+    return in_log, copied

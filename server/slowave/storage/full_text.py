@@ -1,0 +1,90 @@
+"""The full-text index's statements, one per backend: SQLite's contentless FTS5 table memories_fts,
+PostgreSQL's content_tsv tsvector with its GIN index (migration 0006; the words written are
+storage.search_terms'). Neither is in storage.tables: the migrations alone describe them."""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Text, bindparam, column, func, literal_column, select, table
+
+from slowave.storage import tables as t
+from slowave.storage.executor import PerDialect, not_indexed
+
+_m = t.memories
+_fts = table("memories_fts", column("rowid", BigInteger), column("words", Text))
+_tsv = table("memories", column("number", BigInteger), column("content_tsv"))  # PostgreSQL's column
+_SIMPLE = literal_column("'simple'")  # the text search configuration (a regconfig, not a text value)
+
+MEMORY_VIEW = (
+    "number",
+    "type",
+    "content",
+    "status",
+    "stale_reason",
+    "superseded_by",
+    "positive_cues",
+    "negative_cues",
+    "source_kind",
+    "source_session_id",
+    "context_terms",
+    "occurred_on",
+    "own_terms",
+)
+"""What retrieval reads of a memory (not the index columns, which would only cost time per row)."""
+
+VIEW_COLUMNS = [_m.c[name] for name in MEMORY_VIEW]
+
+
+def retrievable(driven: bool = False) -> tuple:
+    """Memories of the scope that retrieval may return: active ones, and those retired as superseded
+    (their replacements stand in). `driven`: the statement is driven by other lookups (full-text
+    postings, primary keys), which SQLite would otherwise give up for a walk of the scope's index."""
+    tenant, scope = (not_indexed(_m.c.tenant), not_indexed(_m.c.scope)) if driven else (_m.c.tenant, _m.c.scope)
+    return (
+        tenant == bindparam("tenant"),
+        scope == bindparam("scope"),
+        (_m.c.status == "active") | (_m.c.stale_reason == "superseded"),
+    )
+
+
+def _index(dialect: str):
+    if dialect == "sqlite":
+        return _fts.insert().values(rowid=bindparam("n"), words=bindparam("w"))
+    return (
+        _tsv.update()
+        .where(_tsv.c.number == bindparam("n"))
+        .values(content_tsv=func.to_tsvector(_SIMPLE, bindparam("w", type_=Text)))
+    )
+
+
+INDEX_WORDS = PerDialect(_index)
+"""Indexes a memory's words (parameters n: its number, w: storage.search_terms.index_text)."""
+
+
+def _matches(dialect: str):
+    if dialect == "sqlite":
+        return (
+            select(*VIEW_COLUMNS)
+            .select_from(_fts.join(_m, _m.c.number == _fts.c.rowid))
+            .where(literal_column("memories_fts").op("MATCH")(bindparam("q")), *retrievable(driven=True))
+            .order_by(_fts.c.rowid.desc())
+            .limit(bindparam("limit"))
+        )
+    return (
+        select(*VIEW_COLUMNS)
+        .where(literal_column("memories.content_tsv").op("@@")(func.to_tsquery(_SIMPLE, bindparam("q", type_=Text))))
+        .where(*retrievable(driven=True))
+        .order_by(_m.c.number.desc())
+        .limit(bindparam("limit"))
+    )
+
+
+MATCHES = PerDialect(_matches)
+"""Retrievable memories of the scope whose words match the query q (see `query`), newest first."""
+
+
+def query(dialect: str, tokens: list[str], require_all: bool) -> str:
+    """The index query for indexed tokens: all of them, or any of them. Tokens are letters and
+    digits (storage.search_terms), so nothing in them reads as query syntax."""
+    if dialect == "sqlite":
+        return (" AND " if require_all else " OR ").join(tokens)
+    return (" & " if require_all else " | ").join(tokens)

@@ -1,0 +1,49 @@
+"""Memory vectors of the semantic channel: one per memory and encoder."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import bindparam, func, select
+
+from slowave.storage import tables as t
+from slowave.storage.executor import Executor
+
+_m, _v = t.memories, t.memory_vectors
+_of_encoder = (
+    _v.c.tenant == bindparam("tenant"),
+    _v.c.scope == bindparam("scope"),
+    _v.c.encoder_id == bindparam("encoder_id"),
+)
+_LATEST = select(func.max(_v.c.number)).where(*_of_encoder)
+_AFTER = select(_v.c.number, _v.c.vector).where(*_of_encoder, _v.c.number > bindparam("after")).order_by(_v.c.number)
+_has_vector = select(_v.c.number).where(_v.c.number == _m.c.number, _v.c.encoder_id == bindparam("encoder_id")).exists()
+_WITHOUT = (
+    select(_m.c.number, _m.c.tenant, _m.c.scope, _m.c.content)
+    .where(~_has_vector)
+    .order_by(_m.c.number)
+    .limit(bindparam("limit"))
+)
+
+
+class VectorStore:
+    def __init__(self, ex: Executor) -> None:
+        self.ex = ex
+
+    def insert(self, number: int, tenant: str, scope: str, encoder_id: str, vector: bytes) -> None:
+        values = dict(number=number, tenant=tenant, scope=scope, encoder_id=encoder_id, vector=vector)
+        self.ex.insert(_v, values)
+
+    def insert_many(self, rows: list[dict[str, Any]]) -> None:
+        self.ex.insert_many(_v, rows)
+
+    def memories_without_vector(self, encoder_id: str, limit: int) -> list[Any]:
+        return self.ex.rows(_WITHOUT, {"encoder_id": encoder_id, "limit": limit})
+
+    def latest_number(self, tenant: str, scope: str, encoder_id: str) -> int:
+        """Read before every dense search (the replica's cache is validated against it)."""
+        return self.ex.scalar(_LATEST, {"tenant": tenant, "scope": scope, "encoder_id": encoder_id}) or 0
+
+    def after(self, tenant: str, scope: str, encoder_id: str, after: int) -> list[Any]:
+        params = {"tenant": tenant, "scope": scope, "encoder_id": encoder_id, "after": after}
+        return self.ex.rows(_AFTER, params)
