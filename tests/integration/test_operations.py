@@ -396,7 +396,7 @@ def test_graceful_shutdown_lets_in_flight_calls_finish(make_server):
     stopper = threading.Thread(target=lambda: srv.running.stop(grace=10), name="stopper")
     with ThreadPoolExecutor(max_workers=calls) as pool:
         with holder.transaction() as held:
-            held.get_session("local", a.session_id, lock=True)
+            held.sessions.get("local", a.session_id, lock=True)
             futures = [pool.submit(remember_batch, i) for i in range(calls)]
             wait_until(lambda: started() >= calls, timeout=60, what="all Remember calls to reach the server")
             assert not any(f.done() for f in futures), "the calls must still be in flight"

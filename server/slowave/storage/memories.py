@@ -54,7 +54,7 @@ _ACTIVE_CLAIMS = (
 _BY_NUMBERS = select(_m).where(any_of(_m.c.number, values_of("numbers", Integer())))
 _RETIRE = (
     update(_m)
-    .where(_m.c.number == bindparam("number"), _m.c.status == "active")
+    .where(_m.c.number == bindparam("memory"), _m.c.status == "active")
     .values(
         status="retired",
         stale_reason=bindparam("reason"),
@@ -199,7 +199,7 @@ class MemoryStore:
     ) -> None:
         """Ledger rows from `retired_seq` on count for nothing for this memory (spec 12.1)."""
         params = {
-            "number": number,
+            "memory": number,
             "reason": stale_reason,
             "replacement": superseded_by,
             "now": now,

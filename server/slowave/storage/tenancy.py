@@ -46,14 +46,12 @@ _ENSURE_TENANT = upsert(
     )
 )
 _REVOKE = (
-    update(_k)
-    .where(_k.c.key_hash == bindparam("key_hash"), _k.c.revoked_at.is_(None))
-    .values(revoked_at=bindparam("now"))
+    update(_k).where(_k.c.key_hash == bindparam("key"), _k.c.revoked_at.is_(None)).values(revoked_at=bindparam("now"))
 )
 _WITH_HASH_PREFIX = select(_k).where(_k.c.key_hash.like(bindparam("pattern")))
 _TENANT = select(_t).where(_t.c.name == bindparam("name"))
 _SET_DISABLED = (
-    update(_t).where(_t.c.name == bindparam("name")).values(disabled=bindparam("flag"), updated_at=bindparam("now"))
+    update(_t).where(_t.c.name == bindparam("tenant")).values(disabled=bindparam("flag"), updated_at=bindparam("now"))
 )
 _active_keys = (
     select(func.count()).select_from(_k).where(_k.c.tenant == _t.c.name, _k.c.revoked_at.is_(None)).scalar_subquery()
@@ -92,7 +90,7 @@ class TenancyStore:
         self.ex.run(_ENSURE_TENANT, {"name": name, "now": now})
 
     def revoke(self, key_hash: str, now: datetime) -> bool:
-        return self.ex.run(_REVOKE, {"key_hash": key_hash, "now": now}) > 0
+        return self.ex.run(_REVOKE, {"key": key_hash, "now": now}) > 0
 
     def keys_with_hash_prefix(self, prefix: str) -> list[Any]:
         # LIKE metacharacters cannot occur: callers pass hex digits only.
@@ -102,7 +100,7 @@ class TenancyStore:
         return self.ex.first(_TENANT, {"name": name})
 
     def set_disabled(self, name: str, disabled: bool, now: datetime) -> None:
-        self.ex.run(_SET_DISABLED, {"name": name, "flag": disabled, "now": now})
+        self.ex.run(_SET_DISABLED, {"tenant": name, "flag": disabled, "now": now})
 
     # ---------------------------------------------------------------- listings (admin)
 
