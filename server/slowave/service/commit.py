@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Row
-
 from slowave.domain.commit_gate import ExposedTarget, RetrievalExposure, enforce_commit_gate
 from slowave.domain.errors import IncompleteFeedback, SessionNotFound
 from slowave.domain.identifiers import procedure_id as make_procedure_id
@@ -18,7 +16,7 @@ from slowave.service import results as r
 from slowave.service.commands import CommitCommand, TrajectoryStep
 from slowave.service.context import ServiceContext
 from slowave.service.episodes import form_episodes
-from slowave.storage.unit_of_work import UnitOfWork
+from slowave.storage.unit_of_work import Row, UnitOfWork
 
 
 def commit(ctx: ServiceContext, tenant: str, cmd: CommitCommand) -> r.CommitResponse:

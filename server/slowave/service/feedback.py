@@ -10,8 +10,6 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import Row
-
 from slowave.domain.coverage import apply_coverage
 from slowave.domain.errors import DomainError, RetrievalNotFound
 from slowave.domain.feedback_authorization import (
@@ -30,7 +28,7 @@ from slowave.service.commands import FeedbackCommand
 from slowave.service.context import ServiceContext
 from slowave.service.knowledge_gaps import record_missing
 from slowave.service.learned import learned_adjustment
-from slowave.storage.unit_of_work import UnitOfWork
+from slowave.storage.unit_of_work import Row, UnitOfWork
 
 log = logging.getLogger(__name__)
 

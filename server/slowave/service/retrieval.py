@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Row
-
 from slowave.config import RetrievalLimits
 from slowave.domain import catalog as cat
 from slowave.domain.identifiers import episode_id, event_id, memory_id, new_cursor_id
@@ -24,7 +22,7 @@ from slowave.domain.session_state import SessionState
 from slowave.domain.structs import contexts_match
 from slowave.service import results as r
 from slowave.service.learned import learned_adjustments
-from slowave.storage.unit_of_work import UnitOfWork
+from slowave.storage.unit_of_work import Row, UnitOfWork
 
 if TYPE_CHECKING:
     from slowave.embedding import SemanticChannel

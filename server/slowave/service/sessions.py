@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Row
-
 from slowave.domain.errors import DomainError, ScopeMismatch, SessionEnded, SessionNotFound
 from slowave.domain.session_state import SessionState
-from slowave.storage.unit_of_work import UnitOfWork
+from slowave.storage.unit_of_work import Row, UnitOfWork
 
 
 def open_session_in_scope(

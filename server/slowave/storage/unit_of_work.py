@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any, TypeAlias
 
 from sqlalchemy import Connection, func, select
 
@@ -22,6 +23,10 @@ from slowave.storage.retrievals import RetrievalStore
 from slowave.storage.sessions import SessionStore
 from slowave.storage.tenancy import TenancyStore
 from slowave.storage.vectors import VectorStore
+
+Row: TypeAlias = Any
+"""A stored row as the stores return it: a tuple whose fields are also attributes named for the
+columns (SQLAlchemy's Row on PostgreSQL, a named tuple on SQLite's driver path)."""
 
 _COUNTS = {name: select(func.count()).select_from(table) for name, table in t.metadata.tables.items()}
 
