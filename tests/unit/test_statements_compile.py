@@ -35,6 +35,7 @@ def test_statement_compiles(name: str, stmt, dialect) -> None:
         if stmt is None:
             return
     compiled = stmt.compile(dialect=dialect)
-    assert "POSTCOMPILE" not in compiled.string
+    if dialect.name == "sqlite":  # the executor's plans bind each list as one parameter
+        assert "POSTCOMPILE" not in compiled.string
     if isinstance(stmt, UpdateBase):  # as executed: the parameters' names are given as column keys
         stmt.compile(dialect=dialect, column_keys=list(compiled.params))

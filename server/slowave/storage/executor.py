@@ -37,7 +37,7 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 
 
 class Values(TypeDecorator):
-    """A list bound as one parameter: JSON text for SQLite's json_each, an array on PostgreSQL."""
+    """A list bound as one parameter, JSON text for SQLite's json_each (see `any_of`)."""
 
     impl = String
     cache_ok = True
@@ -46,15 +46,8 @@ class Values(TypeDecorator):
         super().__init__()
         self.element = element
 
-    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine:
-        if dialect.name == "postgresql":
-            return dialect.type_descriptor(postgresql.ARRAY(self.element))
-        return dialect.type_descriptor(String())
-
     def process_bind_param(self, value: Sequence[Any] | None, dialect: Dialect) -> Any:
-        if value is None:
-            return None
-        return list(value) if dialect.name == "postgresql" else json.dumps(list(value))
+        return None if value is None else json.dumps(list(value))
 
 
 def values_of(name: str, element: TypeEngine) -> Any:
@@ -63,8 +56,12 @@ def values_of(name: str, element: TypeEngine) -> Any:
 
 
 class any_of(FunctionElement):
-    """`column` equals one of the values of a list parameter (`values_of`). One parameter whatever
-    the list's length, so the statement compiles once (an IN list would compile per length)."""
+    """`column` equals one of the values of a list parameter (`values_of`).
+
+    SQLite reads the list as one JSON parameter, so the statement the executor compiles once serves
+    every length. PostgreSQL gets SQLAlchemy's expanding IN (one parameter per value, its compiled
+    cache renders the length): with `= ANY(array)` psycopg's prepared statements soon ran on
+    generic plans, 6 ms instead of 1 ms for the window over a memory's cue evidence."""
 
     # No Boolean type: SQLite's compiler would write `… = 1` after it, which no index can serve.
     inherit_cache = True
@@ -80,7 +77,8 @@ def _any_of_sqlite(element: any_of, compiler, **kw: Any) -> str:
 @compiles(any_of)
 def _any_of(element: any_of, compiler, **kw: Any) -> str:
     column, values = element.clauses
-    return f"{compiler.process(column, **kw)} = ANY({compiler.process(values, **kw)})"
+    expanding = bindparam(values.key, expanding=True, type_=values.type.element)
+    return compiler.process(column.in_(expanding), **kw)
 
 
 class not_indexed(FunctionElement):
