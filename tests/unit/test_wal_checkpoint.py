@@ -25,9 +25,9 @@ def db(tmp_path: Path) -> Database:
 
 def _write(db: Database, transactions: int, rows: int = 20) -> None:
     for _ in range(transactions):
-        with db._writer, db.engine.begin() as conn:  # a unit of work's lock and transaction
+        with db.transaction() as uow:  # a request's lock, transaction and pace
             for _ in range(rows):
-                conn.execute(text("INSERT INTO filler VALUES (randomblob(2000))"))
+                uow._ex.connection.execute(text("INSERT INTO filler VALUES (randomblob(2000))"))
 
 
 def _log_frames(path: str) -> int:
