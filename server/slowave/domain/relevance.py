@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import KeysView
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
@@ -51,7 +52,7 @@ def stored_counts(stored_terms: str | None) -> tuple[dict[str, int], int]:
     return _profile(stored_terms.split()) if stored_terms else ({}, 0)
 
 
-def word_set(text: str):
+def word_set(text: str) -> KeysView[str]:
     """Distinct terms of a stored text."""
     return term_counts(text)[0].keys()
 

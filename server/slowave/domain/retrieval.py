@@ -180,11 +180,11 @@ class CatalogProcedure:
     """When the procedure was stored (POSIX seconds): newer first among equal scores."""
 
 
-def memory_order(m: CatalogMemory) -> tuple:
+def memory_order(m: CatalogMemory) -> tuple[float, float, int]:
     return (-m.score, -m.relevance, m.n)
 
 
-def procedure_order(p: CatalogProcedure) -> tuple:
+def procedure_order(p: CatalogProcedure) -> tuple[float, float, str]:
     return (-p.score, -p.created, p.id)
 
 
