@@ -23,7 +23,12 @@ def describes_a_method(summary: str | None, steps: list[str]) -> bool:
 
 
 def capture(
-    goal: str | None, final_goal: str, summary: str | None, context: dict[str, Any], steps: list[str], caveats: list[str]
+    goal: str | None,
+    final_goal: str,
+    summary: str | None,
+    context: dict[str, Any],
+    steps: list[str],
+    caveats: list[str],
 ) -> CapturedProcedure:
     return CapturedProcedure(goal or final_goal, summary or "", context, list(steps), list(caveats))
 

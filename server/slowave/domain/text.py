@@ -72,7 +72,9 @@ def check_identifier(violations: list[Violation], path: str, value: str | None, 
     return value.strip()
 
 
-def check_list_length(violations: list[Violation], path: str, values: Sequence[object], limit: int = LIST_LIMIT) -> bool:
+def check_list_length(
+    violations: list[Violation], path: str, values: Sequence[object], limit: int = LIST_LIMIT
+) -> bool:
     if len(values) > limit:
         violations.append(Violation(path, f"must have at most {limit} entries"))
         return False
