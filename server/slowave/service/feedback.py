@@ -12,6 +12,7 @@ from datetime import datetime
 
 from sqlalchemy import Row
 
+from slowave.domain.assessment_effects import memory_effect
 from slowave.domain.coverage import apply_coverage
 from slowave.domain.errors import DomainError, RetrievalNotFound
 from slowave.domain.feedback_authorization import (
@@ -23,7 +24,7 @@ from slowave.domain.feedback_authorization import (
 )
 from slowave.domain.feedback_entries import FeedbackItem, MemoryEntry, ProcedureEntry
 from slowave.domain.identifiers import memory_number, new_feedback_event_id
-from slowave.domain.learning import applied_bucket, memory_unit
+from slowave.domain.learning import applied_bucket, procedure_counts
 from slowave.domain.session_state import SessionState
 from slowave.service import results as r
 from slowave.service.commands import FeedbackCommand
@@ -166,23 +167,23 @@ def _accept_memory_entry(
         repo.mark_exposure(row.retrieval.id, "memory", entry.memory_id, covered=True)
     if memory is None:
         return
-    active = memory.status == "active"
-    if first and active and call.cue is not None:  # a retired memory's learned adjustment is frozen (spec 12.3)
-        unit = memory_unit(entry.assessment, entry.effect)
-        if unit:
-            repo.add_cue_units(memory.number, call.cue, unit, row.last_seq)
-    if entry.assessment == "stale" and active:  # the first terminal assessment wins
-        replacement = memory_number(entry.replacement_memory_id) if entry.replacement_memory_id else None
+    effect = memory_effect(entry, effective=first, active=memory.status == "active", has_cue=call.cue is not None)
+    if effect.learning_units:
+        assert call.cue is not None
+        repo.add_cue_units(memory.number, call.cue, effect.learning_units, row.last_seq)
+    if effect.retirement is not None:
+        retirement = effect.retirement
+        replacement = retirement.replacement_memory_id
         repo.retire_memory(
             memory.number,
-            stale_reason=entry.stale_reason or "",
-            superseded_by=replacement,
+            stale_reason=retirement.stale_reason,
+            superseded_by=memory_number(replacement) if replacement else None,
             now=now,
             retired_seq=row.last_seq,
         )
         call.retired.append(entry.memory_id)
-        if entry.stale_reason == "superseded" and entry.replacement_memory_id:
-            call.replacements.append(f"{entry.memory_id}->{entry.replacement_memory_id}")
+        if retirement.supersedes:
+            call.replacements.append(f"{entry.memory_id}->{replacement}")
 
 
 def _accept_procedure_entry(
@@ -198,10 +199,8 @@ def _accept_procedure_entry(
         repo.mark_exposure(row.retrieval.id, "procedure", entry.procedure_id, covered=True, effective_seq=row.last_seq)
         procedure = repo.get_procedure(tenant, entry.procedure_id, lock=True)
         if procedure is not None:
-            values = {f"ev_{entry.use}": getattr(procedure, f"ev_{entry.use}") + 1}
-            if entry.use == "used" and entry.effect in ("helped", "no_effect", "harmed", "unknown"):
-                values[f"ev_{entry.effect}"] = getattr(procedure, f"ev_{entry.effect}") + 1
-            repo.update_procedure(procedure.id, **values)
+            counts = procedure_counts(entry.use, entry.effect)
+            repo.update_procedure(procedure.id, **{f"ev_{c}": getattr(procedure, f"ev_{c}") + 1 for c in counts})
     else:
         repo.mark_exposure(row.retrieval.id, "procedure", entry.procedure_id, covered=True)
 

@@ -13,15 +13,17 @@ from sqlalchemy import Row
 
 from slowave.config import RetrievalLimits
 from slowave.domain import catalog as cat
+from slowave.domain.exposure import newly_exposed
 from slowave.domain.identifiers import episode_id, event_id, memory_id, new_cursor_id
 from slowave.domain.learning import RETRIEVAL_POLICY_VERSION, cue_key_hash, precise, procedure_learned
 from slowave.domain.learning import ProcedureEvidence as EvidenceCounters
 from slowave.domain.procedure_capture import served_caveats
 from slowave.domain.relevance import Cue, SemanticCalibration, admits, lexical_query, statistics_terms, text_relevance
-from slowave.domain.retrieval import Candidate, CandidateScoring, Catalog, CatalogMemory, CatalogProcedure, stand_ins
+from slowave.domain.retrieval import Candidate, CandidateScoring, Catalog, CatalogMemory, CatalogProcedure
 from slowave.domain.scope import fragmentation_key
 from slowave.domain.session_state import SessionState
 from slowave.domain.structs import contexts_match
+from slowave.domain.supersession import active_successor, stand_ins
 from slowave.service import results as r
 from slowave.service.learned import learned_adjustments
 from slowave.storage.repository import Repository
@@ -29,7 +31,6 @@ from slowave.storage.repository import Repository
 if TYPE_CHECKING:
     from slowave.embedding import SemanticChannel
 
-MAX_REDIRECT_HOPS = 8
 EVIDENCE_LIMIT = 8
 EVIDENCE_CONTENT_CHARS = 1000
 
@@ -67,20 +68,11 @@ def _admitted_memories(
     calibration = SemanticCalibration(semantic.encoder.floor_cosine, semantic.encoder.full_cosine) if semantic else None
     scoring = CandidateScoring.for_cue(cue, doc_counts, rows.values(), calibration)
     admitted = scoring.admitted(rows, contained, cosines)
-    return stand_ins(admitted, rows, lambda row: _follow_supersession(repo, tenant, row)), rows
 
+    def read(number: int) -> Row | None:
+        return repo.get_memory(tenant, number)
 
-def _follow_supersession(repo: Repository, tenant: str, row: Row) -> Row | None:
-    for _ in range(MAX_REDIRECT_HOPS):
-        if row.stale_reason != "superseded" or row.superseded_by is None:
-            return None
-        nxt = repo.get_memory(tenant, row.superseded_by)
-        if nxt is None:
-            return None
-        if nxt.status == "active":
-            return nxt
-        row = nxt
-    return None
+    return stand_ins(admitted, rows, lambda row: active_successor(row, read)), rows
 
 
 def cue_number(repo: Repository, tenant: str, cue: Cue) -> int:
@@ -274,8 +266,7 @@ def serve_page(
 
 def _expose(repo: Repository, retrieval_id: str, targets: list[tuple[str, str]]) -> None:
     existing = repo.exposures([retrieval_id])
-    known = {(e.target_kind, e.target_id) for e in existing}
-    new = [t for t in targets if t not in known]
+    new = newly_exposed(((e.target_kind, e.target_id) for e in existing), targets)
     repo.insert_exposures(retrieval_id, new, start=len(existing))
 
 
