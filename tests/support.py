@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -26,6 +27,13 @@ from slowave.v1 import memory_service_pb2_grpc as pb_grpc
 from slowave.v1 import resources_pb2 as res
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def claim(text: str) -> str:
+    """A claim whose every word is unique to it: a random suffix on each word (punctuation is
+    dropped, since it would split a word from its suffix and leave a shared bare word)."""
+    h = uuid.uuid4().hex[:8]
+    return " ".join(f"{w}{h}" for w in re.findall(r"[^\W_]+", text))
 
 
 def new_scope(prefix: str = "project") -> str:
