@@ -66,6 +66,11 @@ breaking-proto: node_modules/.package-lock.json
 clients/node/node_modules/.package-lock.json: clients/node/package.json clients/node/package-lock.json
 	npm ci --prefix clients/node --no-audit --no-fund --ignore-scripts
 
+# The TypeScript client (clients/ts): protobuf-es, connect-node, tsc; for tests/integration/test_ts_client.py
+# and the code generation of buf.gen.yaml (its protoc-gen-es).
+clients/ts/node_modules/.package-lock.json: clients/ts/package.json clients/ts/package-lock.json
+	npm ci --prefix clients/ts --no-audit --no-fund --ignore-scripts
+
 # The whole suite on SQLite, then everything that talks to a database again on a PostgreSQL cluster
 # the run starts itself from the machine's binaries (skipped, loudly, where they are missing).
 # Python style and correctness (ruff's checks and its formatter; `make format` rewrites), types
@@ -87,7 +92,7 @@ format: install
 	$(BIN)/ruff check --fix $(PY_SOURCES)
 	$(BIN)/ruff format $(PY_SOURCES)
 
-test: install lint lint-proto breaking-proto clients/node/node_modules/.package-lock.json
+test: install lint lint-proto breaking-proto clients/node/node_modules/.package-lock.json clients/ts/node_modules/.package-lock.json
 	$(BIN)/python -m pytest
 	SLOWAVE_TEST_BACKEND=postgresql $(BIN)/python -m pytest tests/integration
 

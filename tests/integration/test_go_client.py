@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.integration.test_node_client import check_api_key_refusal, check_cycle_transcript
-from tests.support import REPO, Server
+from tests.support import REPO, Server, buf_generate
 
 pytestmark = pytest.mark.backend_neutral
 
@@ -38,9 +38,7 @@ def cycle_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
             pytest.fail(message)
         pytest.skip("SKIPPED: clients/go is NOT tested: " + message)
     build = tmp_path_factory.mktemp("go")
-    subprocess.run(
-        ["npx", "--no-install", "buf", "generate", "-o", str(build)], cwd=REPO, check=True, capture_output=True
-    )
+    buf_generate(build)
     generated = build / "go" / "src" / "slowave.dev" / "go" / "slowave" / "v1"
     assert sorted(p.name for p in generated.iterdir()) == [
         "errors.pb.go",

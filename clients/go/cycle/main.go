@@ -2,9 +2,9 @@
 // stubs generated from the repository's protos (buf.gen.yaml: protoc-gen-go and
 // protoc-gen-go-grpc, import path slowave.dev/go/slowave/v1).
 //
-//	npx buf generate -o build                     # the stubs, under build/go/src
-//	GO111MODULE=off GOPATH=$PWD/build/go:/usr/share/gocode go build -o build/cycle ./clients/go/cycle
-//	build/cycle [host:port]                       # default: $SLOWAVE_ADDR, else 127.0.0.1:50051
+//	npx buf generate -o clients                   # the stubs, under clients/go/src
+//	GO111MODULE=off GOPATH=$PWD/clients/go:/usr/share/gocode go build -o cycle ./clients/go/cycle
+//	./cycle [host:port]                           # default: $SLOWAVE_ADDR, else 127.0.0.1:50051
 //
 // The steps are those of clients/node/cycle.js: Activate → Remember → Commit; a second Activate
 // whose task contains the claim gets it back; a premature Commit is refused with
