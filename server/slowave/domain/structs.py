@@ -15,6 +15,7 @@ from slowave.domain.errors import Violation
 from slowave.domain.text import NUL, NUL_VIOLATION
 
 MAX_DEPTH = 8
+DEPTH_VIOLATION = f"must be nested at most {MAX_DEPTH} levels deep"
 MAX_CANONICAL_BYTES = 16384
 _TASK_KEY = re.compile(r"^[a-z][a-z0-9_.:-]{0,63}$")
 _PROCEDURE_KEY_DISALLOWED = re.compile(r"[^a-z0-9_.:-]+")
@@ -74,7 +75,7 @@ def _dedup(items: list[Any]) -> list[Any]:
 
 def _check_size(violations: list[Violation], path: str, value: dict[str, Any]) -> None:
     if depth(value) > MAX_DEPTH:
-        violations.append(Violation(path, f"must be nested at most {MAX_DEPTH} levels deep"))
+        violations.append(Violation(path, DEPTH_VIOLATION))
         return
     size = len(canonical_json(value).encode("utf-8"))
     if size > MAX_CANONICAL_BYTES:
@@ -105,7 +106,7 @@ def normalize_task_context(violations: list[Violation], path: str, value: dict[s
     """Strict rules for `task_context`: every deviation is a violation at its path."""
     start = len(violations)
     if depth(value) > MAX_DEPTH:
-        violations.append(Violation(path, f"must be nested at most {MAX_DEPTH} levels deep"))
+        violations.append(Violation(path, DEPTH_VIOLATION))
         return {}
     if _nul_violations(violations, path, value):
         return {}
@@ -159,7 +160,7 @@ def _normalize_task_object(violations: list[Violation], path: str, obj: dict[str
 def normalize_procedure_context(violations: list[Violation], path: str, value: dict[str, Any]) -> dict[str, Any]:
     """Lenient rules for `procedure.context`: only depth, size and U+0000 are violations (spec 3.5)."""
     if depth(value) > MAX_DEPTH:
-        violations.append(Violation(path, f"must be nested at most {MAX_DEPTH} levels deep"))
+        violations.append(Violation(path, DEPTH_VIOLATION))
         return {}
     if _nul_violations(violations, path, value):
         return {}
