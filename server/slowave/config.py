@@ -1,4 +1,4 @@
-"""Configuration from the environment (see the README's table)."""
+"""Configuration from the environment (every variable is described in docs/operations.md)."""
 
 from __future__ import annotations
 
