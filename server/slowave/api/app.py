@@ -6,6 +6,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from concurrent import futures
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ from grpc_reflection.v1alpha import reflection
 
 from slowave.api.access_log import AccessLogInterceptor, configure_logging
 from slowave.api.auth import StartupRefused, prepare_security
+from slowave.api.drain import DrainInterceptor
 from slowave.api.metrics import Metrics, MetricsInterceptor
 from slowave.api.servicer import MemoryServicer
 from slowave.api.undecodable import UndecodableRequestInterceptor
@@ -53,6 +55,7 @@ class RunningServer:
     ctx: ServiceContext
     metrics: Metrics
     health: health.HealthServicer
+    drain: DrainInterceptor
     reaper: Reaper
     consolidator: Consolidator
     gauges: GaugeRefresher
@@ -61,9 +64,14 @@ class RunningServer:
     _metrics_http: object | None = None
 
     def stop(self, grace: float | None = None) -> None:
-        """Graceful: health NOT_SERVING, in-flight calls finish within `grace`, then workers and pool."""
+        """Graceful: health NOT_SERVING and new calls UNAVAILABLE (api.drain), in-flight calls
+        finish within `grace`, then gRPC stops, then the workers and the pool."""
+        grace = grace if grace is not None else self.ctx.settings.shutdown_grace_seconds
+        deadline = time.monotonic() + grace
         self.health.enter_graceful_shutdown()
-        self.server.stop(grace if grace is not None else self.ctx.settings.shutdown_grace_seconds).wait()
+        self.drain.begin()
+        self.drain.wait_idle(grace)
+        self.server.stop(max(0.0, deadline - time.monotonic())).wait()
         self.reaper.stop()
         self.consolidator.stop()
         self.gauges.stop()
@@ -90,6 +98,7 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
         db.dispose()
         raise
 
+    drain = DrainInterceptor()
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="slowave-rpc"),
         # The first runs outermost: the access line covers every call, authentication refusals included.
@@ -97,6 +106,7 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
             AccessLogInterceptor(),
             MetricsInterceptor(metrics),
             security.interceptor,
+            drain,
             UndecodableRequestInterceptor(),
         ],
         options=_SERVER_OPTIONS,
@@ -126,6 +136,7 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
         ctx,
         metrics,
         health_servicer,
+        drain,
         reaper,
         consolidator,
         gauges,

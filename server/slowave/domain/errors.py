@@ -76,6 +76,12 @@ class StorageUnavailable(DomainError):
     reason, code, retryable = "INTERNAL_ERROR", "internal_error", True
 
 
+class ShuttingDown(DomainError):
+    """The server is draining: another replica (or this one, restarted) will answer the call."""
+
+    reason, code, retryable = "INTERNAL_ERROR", "internal_error", True
+
+
 class Unauthenticated(DomainError):
     """Keys are configured and the call carries no key, a malformed one, or one nobody holds."""
 
