@@ -18,6 +18,7 @@ from slowave.api.access_log import AccessLogInterceptor, configure_logging
 from slowave.api.auth import StartupRefused, prepare_security
 from slowave.api.drain import DrainInterceptor
 from slowave.api.metrics import Metrics, MetricsInterceptor
+from slowave.api.request_budget import RequestBudgetInterceptor
 from slowave.api.servicer import MemoryServicer
 from slowave.api.undecodable import UndecodableRequestInterceptor
 from slowave.clock import Clock, DatabaseClock, SystemClock
@@ -56,6 +57,7 @@ class RunningServer:
     metrics: Metrics
     health: health.HealthServicer
     drain: DrainInterceptor
+    request_budget: RequestBudgetInterceptor
     reaper: Reaper
     consolidator: Consolidator
     gauges: GaugeRefresher
@@ -98,7 +100,7 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
         db.dispose()
         raise
 
-    drain = DrainInterceptor()
+    drain, request_budget = DrainInterceptor(), RequestBudgetInterceptor()
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="slowave-rpc"),
         # The first runs outermost: the access line covers every call, authentication refusals included.
@@ -107,6 +109,7 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
             MetricsInterceptor(metrics),
             security.interceptor,
             drain,
+            request_budget,
             UndecodableRequestInterceptor(),
         ],
         options=_SERVER_OPTIONS,
@@ -137,6 +140,7 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
         metrics,
         health_servicer,
         drain,
+        request_budget,
         reaper,
         consolidator,
         gauges,

@@ -82,6 +82,12 @@ class ShuttingDown(DomainError):
     reason, code, retryable = "INTERNAL_ERROR", "internal_error", True
 
 
+class Overloaded(DomainError):
+    """More work at once than the server takes; the same call succeeds a little later."""
+
+    reason, code, retryable = "RESOURCE_EXHAUSTED", "resource_exhausted", True
+
+
 class Unauthenticated(DomainError):
     """Keys are configured and the call carries no key, a malformed one, or one nobody holds."""
 
