@@ -14,12 +14,14 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from slowave import tracing
 from slowave.api.access_log import AccessLogInterceptor, configure_logging
 from slowave.api.auth import StartupRefused, prepare_security
 from slowave.api.drain import DrainInterceptor
 from slowave.api.metrics import Metrics, MetricsInterceptor
 from slowave.api.request_budget import RequestBudgetInterceptor
 from slowave.api.servicer import MemoryServicer
+from slowave.api.tracing import TracingInterceptor
 from slowave.api.undecodable import UndecodableRequestInterceptor
 from slowave.clock import Clock, DatabaseClock, SystemClock
 from slowave.config import Settings
@@ -82,9 +84,13 @@ class RunningServer:
         if self._metrics_http is not None:
             self._metrics_http.shutdown()  # type: ignore[attr-defined]
         self.ctx.db.dispose()
+        if self.ctx.settings.tracing:
+            tracing.shutdown()
 
 
 def start_server(settings: Settings, clock: Clock | None = None) -> RunningServer:
+    if settings.tracing:
+        tracing.configure_exporter()
     db = Database(settings.database_url, settings.pool)
     db.migrate()
     if clock is None:
@@ -105,6 +111,7 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
         futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="slowave-rpc"),
         # The first runs outermost: the access line covers every call, authentication refusals included.
         interceptors=[
+            *([TracingInterceptor()] if settings.tracing else []),
             AccessLogInterceptor(),
             MetricsInterceptor(metrics),
             security.interceptor,
