@@ -20,7 +20,7 @@ from google.protobuf.message import Message
 
 from slowave_client import calls
 from slowave_client.calls import MemoryFeedback, PreparedCall
-from slowave_client.connection import DEFAULT_TARGET, TlsConfig, auth_metadata, open_channel
+from slowave_client.connection import DEFAULT_TARGET, TlsConfig, auth_metadata, open_channel, trace_metadata
 from slowave_client.errors import NotFound
 from slowave_client.inputs import (
     Enum,
@@ -136,7 +136,7 @@ class Client:
             return method(
                 call.request,
                 timeout=attempt_timeout,
-                metadata=self.policy.metadata,
+                metadata=(*self.policy.metadata, *trace_metadata()),
                 wait_for_ready=self.policy.wait_for_ready,
             )
 
