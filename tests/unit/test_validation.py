@@ -20,9 +20,9 @@ from slowave.api.validation import (
 from slowave.domain.errors import InvalidInput
 from slowave.domain.feedback_entries import FeedbackItem, MemoryEntry, ProcedureEntry
 from slowave.service.commands import Claim
-from slowave.service.results import ItemError
 from slowave.v1 import memory_service_pb2 as pb
 from slowave.v1 import resources_pb2 as res
+from slowave.v1.resources_pb2 import ItemError
 
 SCOPE = "project:alpha"
 
