@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from google.protobuf import struct_pb2
+from google.protobuf.descriptor import Descriptor
 
+from slowave.v1 import errors_pb2
 from slowave.v1 import memory_service_pb2 as pb
 from slowave.v1 import resources_pb2 as res
 from slowave_client import calls
@@ -21,7 +25,15 @@ from slowave_client.results import (
     as_json,
     from_message,
 )
-from slowave_client.values import build_message, enum_name, enum_value, from_struct, to_struct, to_timestamp
+from slowave_client.values import (
+    build_message,
+    enum_name,
+    enum_value,
+    enum_words,
+    from_struct,
+    to_struct,
+    to_timestamp,
+)
 
 ASSESSMENT = pb.MemoryAssessment.DESCRIPTOR
 MEMORY_TYPE = res.MemoryType.DESCRIPTOR
@@ -269,3 +281,45 @@ def test_json_rendering_of_times_and_structs():
     assert rendered["evidence"][0]["recorded_at"] == "2026-01-02T01:04:05Z"
     assert "occurred_at" not in rendered["evidence"][0] and "content" not in rendered["evidence"][0]
     assert rendered["procedures"][0]["context"] == {"n": 2}
+
+
+# ------------------------------------------------------------------- what is read from the proto
+
+ENUMS = [enum for module in (res, pb, errors_pb2) for enum in module.DESCRIPTOR.enum_types_by_name.values()]
+
+
+@pytest.mark.parametrize("enum", ENUMS, ids=lambda e: e.name)
+def test_every_enum_value_is_accepted_and_named_by_its_word(enum):
+    for value in enum.values:
+        if value.number == 0:
+            continue
+        word = enum_name(enum, value.number)
+        assert value.name.endswith("_" + word.upper())
+        assert enum_value(enum, word) == enum_value(enum, value.name) == value.number
+        assert word in enum_words(enum)
+
+
+def _result_classes(cls: type, message: Descriptor):
+    """`cls` and every result class nested in it, each with the message it mirrors."""
+    yield cls, message
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        field = message.fields_by_name[f.name]
+        if field.message_type is not None and not field.message_type.full_name.startswith("google.protobuf."):
+            nested = next(a for a in (hints[f.name], *typing.get_args(hints[f.name])) if dataclasses.is_dataclass(a))
+            yield from _result_classes(nested, field.message_type)
+
+
+@pytest.mark.parametrize(
+    ("cls", "message"),
+    [
+        (ActivateResult, pb.ActivateResponse),
+        (RecallResult, pb.RecallResponse),
+        (RememberItemResult, pb.RememberItemResult),
+        (FeedbackItemResult, pb.FeedbackItemResult),
+        (CommitResult, pb.CommitResponse),
+    ],
+)
+def test_every_result_class_has_exactly_the_fields_of_its_message(cls, message):
+    for result, descriptor in _result_classes(cls, message.DESCRIPTOR):
+        assert [f.name for f in dataclasses.fields(result)] == [f.name for f in descriptor.fields], result

@@ -8,18 +8,16 @@ present; `optional` and message fields only when set. A failed call becomes
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import grpc
-from google.protobuf import struct_pb2, timestamp_pb2
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from slowave.v1 import errors_pb2
-from slowave_mcp.json_to_proto import enum_word
+from slowave_client.values import enum_word, from_struct
 
 
 def render_message(msg: Message) -> dict[str, Any]:
@@ -36,34 +34,16 @@ def render_message(msg: Message) -> dict[str, Any]:
 
 
 def _value(fd: FieldDescriptor, value: Any) -> Any:
-    if fd.cpp_type == FieldDescriptor.CPPTYPE_MESSAGE:
-        if isinstance(value, timestamp_pb2.Timestamp):
-            return value.ToJsonString()
-        if isinstance(value, struct_pb2.Struct):
-            return _struct(value)
-        return render_message(value)
-    if fd.cpp_type == FieldDescriptor.CPPTYPE_ENUM:
-        return enum_word(fd.enum_type, value)
-    return value
-
-
-def _struct(struct: struct_pb2.Struct) -> dict[str, Any]:
-    return {k: _struct_value(v) for k, v in struct.fields.items()}
-
-
-def _struct_value(value: struct_pb2.Value) -> Any:
-    kind = value.WhichOneof("kind")
-    if kind == "struct_value":
-        return _struct(value.struct_value)
-    if kind == "list_value":
-        return [_struct_value(v) for v in value.list_value.values]
-    if kind == "number_value":
-        n = value.number_value
-        # Struct numbers are doubles; an integral one is shown as the integer the agent wrote.
-        return int(n) if math.isfinite(n) and n.is_integer() and abs(n) < 2**53 else n
-    if kind in ("string_value", "bool_value"):
-        return getattr(value, kind)
-    return None
+    if fd.enum_type is not None:
+        word = enum_word(fd.enum_type, value)
+        return value if word is None else word  # an undefined number (enums are open) stays a number
+    if fd.message_type is None:
+        return value
+    if fd.message_type.full_name == "google.protobuf.Timestamp":
+        return value.ToJsonString()
+    if fd.message_type.full_name == "google.protobuf.Struct":
+        return from_struct(value)
+    return render_message(value)
 
 
 # ------------------------------------------------------------------------------------------ errors
