@@ -34,6 +34,7 @@ from slowave_client.values import (
     to_struct,
     to_timestamp,
 )
+from slowave_mcp.proto_to_json import render_message
 
 ASSESSMENT = pb.MemoryAssessment.DESCRIPTOR
 MEMORY_TYPE = res.MemoryType.DESCRIPTOR
@@ -323,3 +324,32 @@ def _result_classes(cls: type, message: Descriptor):
 def test_every_result_class_has_exactly_the_fields_of_its_message(cls, message):
     for result, descriptor in _result_classes(cls, message.DESCRIPTOR):
         assert [f.name for f in dataclasses.fields(result)] == [f.name for f in descriptor.fields], result
+
+
+def test_as_json_renders_a_result_as_the_bridge_renders_its_message():
+    when = datetime(2026, 1, 2, 3, 4, 5, 120000, tzinfo=UTC)
+    procedure = res.Procedure(
+        procedure_id="proc_1",
+        outcome=res.OUTCOME_FAILURE,
+        verification_status=res.VERIFICATION_STATUS_UNVERIFIED,
+        evidence=res.ProcedureEvidence(used=1, helped=1),
+        contributions=[res.ProcedureContribution(effect=res.EFFECT_HELPED, contribution="c")],
+        ranking=res.RankingSignals(relevance=0.25, learned=0.5, score=0.75),
+    )
+    procedure.created_at.FromDatetime(when)
+    procedure.contributions[0].recorded_at.FromDatetime(when)
+    procedure.context.update({"env": "staging", "retries": 3})
+    record = res.EvidenceRecord(evidence_id="evt_1", source_kind=res.EVIDENCE_SOURCE_KIND_EVENT, content="x")
+    record.recorded_at.FromDatetime(when)
+    response = pb.RecallResponse(
+        retrieval_id="rec_1",
+        memories=[_memory("sch_1", source_outcome=res.OUTCOME_SUCCESS, excerpt=res.Excerpt(source_chars=2))],
+        procedures=[procedure],
+        more_available=True,
+        continue_from="cur_1",
+        accessible_field=res.AccessibleField(extra_candidates=1, kinds=["fact"]),
+        evidence=[record],
+        evidence_mode=res.EVIDENCE_MODE_FULL,
+    )
+    response.memories[0].created_at.FromDatetime(when)
+    assert as_json(from_message(RecallResult, response)) == render_message(response)

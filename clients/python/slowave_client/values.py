@@ -147,9 +147,10 @@ def from_timestamp(ts: timestamp_pb2.Timestamp) -> datetime:
 
 
 def format_time(value: datetime) -> str:
-    """RFC 3339 in UTC with `Z`, as the JSON bridge renders times."""
-    text = value.astimezone(UTC).isoformat()
-    return text.replace("+00:00", "Z")
+    """RFC 3339 in UTC with `Z`, in protobuf's own JSON form of a Timestamp, as the JSON bridge
+    renders times."""
+    text: str = to_timestamp(value).ToJsonString()
+    return text
 
 
 # -------------------------------------------------------------------------------- whole messages

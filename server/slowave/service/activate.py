@@ -83,18 +83,10 @@ def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> pb.Activ
         warnings += page.warnings
     return message(
         pb.ActivateResponse,
-        retrieval_id=retrieval_id,
+        **page.response_fields(),
         session_id=session_id,
         memory_state="cold_start" if cold else "available",
-        memories=page.memories,
-        procedures=page.procedures,
         warnings=warnings,
         continuity_id=continuity_id,
         continuity_state=continuity_state,
-        retrieval_policy_version=page.retrieval_policy_version,
-        relevant_total=page.relevant_total,
-        catalog_truncated=page.catalog_truncated,
-        more_available=page.more_available,
-        continue_from=page.continue_from,
-        accessible_field=page.accessible_field,
     )

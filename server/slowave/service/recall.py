@@ -82,16 +82,8 @@ def _response(
 ) -> pb.RecallResponse:
     return message(
         pb.RecallResponse,
-        retrieval_id=page.retrieval_id,
+        **page.response_fields(),
         session_id=session_id,
-        retrieval_policy_version=page.retrieval_policy_version,
-        relevant_total=page.relevant_total,
-        catalog_truncated=page.catalog_truncated,
-        memories=page.memories,
-        procedures=page.procedures,
-        more_available=page.more_available,
-        continue_from=page.continue_from,
-        accessible_field=page.accessible_field,
         evidence=evidence,
         evidence_mode=mode,
         evidence_truncated=truncated,

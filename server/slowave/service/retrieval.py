@@ -219,6 +219,11 @@ class Page:
     accessible_field: res.AccessibleField | None
     warnings: list[res.RetrievalWarning] = field(default_factory=list)
 
+    def response_fields(self) -> dict[str, Any]:
+        """The fields of ActivateResponse and RecallResponse that the page fills; the warnings are
+        left out, since each RPC puts warnings of its own before them."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "warnings"}
+
 
 @dataclass
 class ServedPage:
