@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import grpc
 import pytest
 
+from slowave.api.servicer import MemoryServicer
 from slowave.service.messages import enum_number, enum_word, enum_words, message
 from slowave.v1 import errors_pb2, resources_pb2
 from slowave.v1 import memory_service_pb2 as pb
@@ -54,3 +56,33 @@ def test_a_name_that_is_no_field_is_refused_not_dropped():
 def test_a_word_that_is_no_value_is_refused_at_its_field():
     with pytest.raises(ValueError, match=r"slowave.v1.Memory.type: slowave.v1.MemoryType has no value 'rumour'"):
         message(res.Memory, memory_id="sch_1", type="rumour")
+
+
+class _Aborted(Exception):
+    pass
+
+
+class _Context:
+    """The part of grpc.ServicerContext the servicer's error handling reads."""
+
+    def __init__(self) -> None:
+        self.status: grpc.Status | None = None
+
+    def is_active(self) -> bool:
+        return True
+
+    def time_remaining(self) -> None:
+        return None
+
+    def abort_with_status(self, status: grpc.Status) -> None:
+        self.status = status
+        raise _Aborted
+
+
+def test_a_response_with_a_name_that_is_no_field_fails_the_call_as_internal(caplog):
+    servicer = MemoryServicer(ctx=None, metrics=None)  # type: ignore[arg-type]
+    context = _Context()
+    with pytest.raises(_Aborted):
+        servicer._run(context, lambda: message(pb.CommitResponse, session_id="sess_1", trajectory_skipped=1))
+    assert context.status is not None and context.status.code == grpc.StatusCode.INTERNAL
+    assert "has no field 'trajectory_skipped'" in caplog.text
