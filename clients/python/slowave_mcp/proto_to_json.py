@@ -13,10 +13,10 @@ from typing import Any
 import grpc
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
-from google.rpc import error_details_pb2, status_pb2
+from google.rpc import status_pb2
 from grpc_status import rpc_status
 
-from slowave.v1 import errors_pb2
+from slowave_client.errors import unpack_details
 from slowave_client.values import enum_word, from_struct
 
 
@@ -65,17 +65,8 @@ def render_rpc_error(err: grpc.RpcError) -> dict[str, Any]:
 
 
 def render_status(code: grpc.StatusCode, message: str, status: status_pb2.Status | None) -> dict[str, Any]:
-    info = bad = incomplete = None
-    for detail in status.details if status is not None else ():
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad = error_details_pb2.BadRequest()
-            detail.Unpack(bad)
-        elif detail.Is(errors_pb2.IncompleteFeedback.DESCRIPTOR):
-            incomplete = errors_pb2.IncompleteFeedback()
-            detail.Unpack(incomplete)
+    details = unpack_details(status)
+    info, bad, incomplete = details.info, details.bad_request, details.incomplete
     if info is None or "code" not in info.metadata:
         return _without_error_info(code, message)
     extra: dict[str, Any] = {}
