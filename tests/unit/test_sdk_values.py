@@ -13,7 +13,7 @@ from google.protobuf.descriptor import Descriptor
 from slowave.v1 import errors_pb2
 from slowave.v1 import memory_service_pb2 as pb
 from slowave.v1 import resources_pb2 as res
-from slowave_client import calls
+from slowave_client import calls, inputs
 from slowave_client.errors import InvalidRequest
 from slowave_client.results import (
     ActivateResult,
@@ -353,3 +353,19 @@ def test_as_json_renders_a_result_as_the_bridge_renders_its_message():
     )
     response.memories[0].created_at.FromDatetime(when)
     assert as_json(from_message(RecallResult, response)) == render_message(response)
+
+
+@pytest.mark.parametrize(
+    ("shape", "message"),
+    [
+        (inputs.MemoryFeedbackInput, pb.MemoryFeedbackEntry),
+        (inputs.ProcedureFeedbackInput, pb.ProcedureFeedbackEntry),
+        (inputs.FeedbackItemInput, pb.FeedbackItem),
+        (inputs.RememberItemInput, pb.RememberItem),
+        (inputs.VerificationInput, pb.Verification),
+        (inputs.ProcedureInput, pb.CommitProcedure),
+        (inputs.TrajectoryEntryInput, pb.TrajectoryEntry),
+    ],
+)
+def test_every_input_shape_has_exactly_the_fields_of_its_message(shape, message):
+    assert list(shape.__annotations__) == [f.name for f in message.DESCRIPTOR.fields]
