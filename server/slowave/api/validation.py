@@ -39,7 +39,6 @@ from slowave.service.commands import (
 from slowave.service.messages import enum_word, enum_words
 from slowave.v1 import memory_service_pb2 as pb
 from slowave.v1 import resources_pb2 as res
-from slowave.v1.resources_pb2 import ItemError
 
 PAGE_SIZE_DEFAULT, PAGE_SIZE_MIN, PAGE_SIZE_MAX = 5, 1, 10
 
@@ -143,7 +142,7 @@ def remember_command(req: pb.RememberRequest) -> RememberCommand:
     return RememberCommand(session_id, scope, claims, batch)  # type: ignore[arg-type]
 
 
-def _remember_item(i: int, item: pb.RememberItem) -> Claim | ItemError:
+def _remember_item(i: int, item: pb.RememberItem) -> Claim | res.ItemError:
     v: list[Violation] = []
     occurred = _timestamp(v, f"memories[{i}].occurred_at", item, "occurred_at")
     claim = _claim(v, f"memories[{i}].", item.content, item.type, occurred)
@@ -152,9 +151,9 @@ def _remember_item(i: int, item: pb.RememberItem) -> Claim | ItemError:
     return claim
 
 
-def _item_error(v: list[Violation]) -> ItemError:
+def _item_error(v: list[Violation]) -> res.ItemError:
     detail = "; ".join(f"{x.path}: {x.description}" for x in v)
-    return ItemError(code="invalid_input", message=f"invalid item: {detail}", retryable=False)
+    return res.ItemError(code="invalid_input", message=f"invalid item: {detail}", retryable=False)
 
 
 # ------------------------------------------------------------------------------------------ Recall
@@ -248,7 +247,7 @@ def _coverage(v: list[Violation], path: str, msg: Message) -> str:
     return "complete" if word == "complete" else "partial"
 
 
-def _batch_item(i: int, item: pb.FeedbackItem) -> FeedbackItem | ItemError:
+def _batch_item(i: int, item: pb.FeedbackItem) -> FeedbackItem | res.ItemError:
     v: list[Violation] = []
     coverage = _coverage(v, f"items[{i}].coverage", item)
     parsed = _feedback_item(v, f"items[{i}].", item, coverage)
