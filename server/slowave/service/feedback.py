@@ -26,17 +26,19 @@ from slowave.domain.feedback_entries import FeedbackItem, MemoryEntry, Procedure
 from slowave.domain.identifiers import memory_number, new_feedback_event_id
 from slowave.domain.learning import applied_bucket, procedure_counts
 from slowave.domain.session_state import SessionState
-from slowave.service import results as r
 from slowave.service.commands import FeedbackCommand
 from slowave.service.context import ServiceContext
 from slowave.service.knowledge_gaps import record_missing
 from slowave.service.learned import learned_adjustment
+from slowave.service.messages import message
 from slowave.storage.repository import Repository
+from slowave.v1 import memory_service_pb2 as pb
+from slowave.v1 import resources_pb2 as res
 
 log = logging.getLogger(__name__)
 
 
-def feedback(ctx: ServiceContext, tenant: str, cmd: FeedbackCommand) -> list[r.FeedbackRecord | r.ItemError]:
+def feedback(ctx: ServiceContext, tenant: str, cmd: FeedbackCommand) -> list[pb.FeedbackRecord | res.ItemError]:
     if not cmd.batch:
         item = cmd.items[0]
         assert isinstance(item, FeedbackItem)
@@ -48,21 +50,25 @@ def feedback(ctx: ServiceContext, tenant: str, cmd: FeedbackCommand) -> list[r.F
     return [_batch_item(ctx, tenant, item) for item in cmd.items]
 
 
-def _batch_item(ctx: ServiceContext, tenant: str, item: FeedbackItem | r.ItemError) -> r.FeedbackRecord | r.ItemError:
+def _batch_item(
+    ctx: ServiceContext, tenant: str, item: FeedbackItem | res.ItemError
+) -> pb.FeedbackRecord | res.ItemError:
     """Items are processed in order, each in its own transaction; a failure fails that item only."""
-    if isinstance(item, r.ItemError):
+    if isinstance(item, res.ItemError):
         return item
     try:
         with ctx.db.transaction() as repo:
             retrieval = repo.get_retrieval(tenant, item.retrieval_id, lock=True)
             if retrieval is None:
-                return r.ItemError("not_found", f"retrieval {item.retrieval_id} not found", False)
+                return res.ItemError(
+                    code="not_found", message=f"retrieval {item.retrieval_id} not found", retryable=False
+                )
             return record_item(repo, tenant, retrieval, item, ctx.clock.now())
     except DomainError as exc:
-        return r.ItemError(exc.code, exc.message, exc.retryable)
+        return res.ItemError(code=exc.code, message=exc.message, retryable=exc.retryable)
     except Exception:
         log.exception("feedback batch item failed")
-        return r.ItemError("internal_error", "the item could not be recorded; retry it", True)
+        return res.ItemError(code="internal_error", message="the item could not be recorded; retry it", retryable=True)
 
 
 @dataclass
@@ -72,14 +78,14 @@ class _Call:
     cue: int | None  # the retrieval's cue: `applied` judges learned(m, q) for it (spec 12.1)
     cue_terms: frozenset[str]
     accepted_explicit: list[str] = field(default_factory=list)
-    rejected: list[r.RejectedTarget] = field(default_factory=list)
+    rejected: list[pb.RejectedTarget] = field(default_factory=list)
     accepted_now: set[tuple[str, str]] = field(default_factory=set)
     learned_before: dict[str, float] = field(default_factory=dict)  # memory id -> learned at call start
     retired: list[str] = field(default_factory=list)
     replacements: list[str] = field(default_factory=list)
 
 
-def record_item(repo: Repository, tenant: str, retrieval: Row, item: FeedbackItem, now: datetime) -> r.FeedbackRecord:
+def record_item(repo: Repository, tenant: str, retrieval: Row, item: FeedbackItem, now: datetime) -> pb.FeedbackRecord:
     session = repo.get_session(tenant, retrieval.session_id)
     if session is not None and session.state == SessionState.OPEN:
         repo.touch_session(session.id, now)
@@ -133,7 +139,8 @@ def record_item(repo: Repository, tenant: str, retrieval: Row, item: FeedbackIte
         call.rejected.append(_rejected("retrieval", retrieval.id, rejection))
         recorded_at = now
 
-    return r.FeedbackRecord(
+    return message(
+        pb.FeedbackRecord,
         retrieval_id=retrieval.id,
         session_id=retrieval.session_id,
         requested_coverage=item.coverage,
@@ -205,8 +212,8 @@ def _accept_procedure_entry(
         repo.mark_exposure(row.retrieval.id, "procedure", entry.procedure_id, covered=True)
 
 
-def _applied(repo: Repository, tenant: str, call: _Call) -> r.Applied:
-    applied = r.Applied(retired=list(call.retired), replacements=list(call.replacements))
+def _applied(repo: Repository, tenant: str, call: _Call) -> pb.Applied:
+    applied = pb.Applied(retired=list(call.retired), replacements=list(call.replacements))
     for mid, before in call.learned_before.items():
         if mid in call.retired:
             continue
@@ -239,12 +246,21 @@ def _procedure_fields(e: ProcedureEntry) -> dict:
     return {"use": e.use, "effect": e.effect, "contribution": e.contribution, "reason": e.reason}
 
 
-def _rejected(kind: str, target_id: str, rejection: Rejection) -> r.RejectedTarget:
-    return r.RejectedTarget(kind, target_id, rejection.reason, rejection.field, rejection.hint)
+def _rejected(kind: str, target_id: str, rejection: Rejection) -> pb.RejectedTarget:
+    return message(
+        pb.RejectedTarget,
+        target_kind=kind,
+        target_id=target_id,
+        reason=rejection.reason,
+        field=rejection.field,
+        hint=rejection.hint,
+    )
 
 
-def _target_ids(targets: list[tuple[str, str]]) -> r.TargetIds:
-    return r.TargetIds([i for k, i in targets if k == "memory"], [i for k, i in targets if k == "procedure"])
+def _target_ids(targets: list[tuple[str, str]]) -> pb.TargetIds:
+    return pb.TargetIds(
+        memory_ids=[i for k, i in targets if k == "memory"], procedure_ids=[i for k, i in targets if k == "procedure"]
+    )
 
 
 class _RowWriter:

@@ -5,7 +5,8 @@ supersession, ranking, the catalog — are in domain.retrieval and domain.releva
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -24,9 +25,10 @@ from slowave.domain.scope import fragmentation_key
 from slowave.domain.session_state import SessionState
 from slowave.domain.structs import contexts_match
 from slowave.domain.supersession import active_successor, stand_ins
-from slowave.service import results as r
 from slowave.service.learned import learned_adjustments
+from slowave.service.messages import message
 from slowave.storage.repository import Repository
+from slowave.v1 import resources_pb2 as res
 
 if TYPE_CHECKING:
     from slowave.embedding import SemanticChannel
@@ -195,8 +197,29 @@ def new_retrieval(
 
 
 @dataclass
+class Page:
+    """One page of a frozen catalog, as Activate and Recall return it."""
+
+    retrieval_id: str
+    retrieval_policy_version: str
+    relevant_total: int
+    catalog_truncated: bool
+    memories: list[res.Memory]
+    procedures: list[res.Procedure]
+    more_available: bool
+    continue_from: str | None
+    accessible_field: res.AccessibleField | None
+    warnings: list[res.RetrievalWarning] = field(default_factory=list)
+
+    def response_fields(self) -> dict[str, Any]:
+        """The fields of ActivateResponse and RecallResponse that the page fills; the warnings are
+        left out, since each RPC puts warnings of its own before them."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "warnings"}
+
+
+@dataclass
 class ServedPage:
-    page: r.Page
+    page: Page
     memory_numbers: list[int]
 
 
@@ -241,15 +264,18 @@ def serve_page(
         rest = cat.remaining(
             [m.type for m in mems[next_m:]], [m.chars for m in mems[next_m:]], [p.chars for p in procs[next_p:]]
         )
-        accessible = r.AccessibleField(rest.extra_candidates, rest.kinds, rest.approx_extra_tokens)
+        accessible = res.AccessibleField(
+            extra_candidates=rest.extra_candidates, kinds=rest.kinds, approx_extra_tokens=rest.approx_extra_tokens
+        )
     warnings = [
-        r.RetrievalWarning(
-            "failed_procedure", f"procedure {p.procedure_id} was recorded from a failed session; verify each step"
+        res.RetrievalWarning(
+            code="failed_procedure",
+            message=f"procedure {p.procedure_id} was recorded from a failed session; verify each step",
         )
         for p in procedures
-        if p.outcome == "failure"
+        if p.outcome == res.OUTCOME_FAILURE
     ]
-    page = r.Page(
+    page = Page(
         retrieval_id=retrieval.id,
         retrieval_policy_version=retrieval.policy_version,
         relevant_total=retrieval.relevant_total,
@@ -282,7 +308,7 @@ def _cursor(repo: Repository, retrieval_id: str, memory_offset: int, procedure_o
     return cursor_id
 
 
-def render_memories(repo: Repository, items: list[CatalogMemory]) -> list[r.Memory]:
+def render_memories(repo: Repository, items: list[CatalogMemory]) -> list[res.Memory]:
     # Served rows are read typed (timestamps as UTC datetimes), whatever retrieval read of them.
     rows = repo.get_memories(i.n for i in items)
     first_events = repo.first_source_events([i.n for i in items])
@@ -291,28 +317,34 @@ def render_memories(repo: Repository, items: list[CatalogMemory]) -> list[r.Memo
     for item in items:
         row = rows[item.n]
         shown, excerpt = cat.render_content(row.content)
-        prov = r.Provenance(
-            source_kind=row.source_kind,
-            source_event_id=event_id(first_events[row.number]) if row.number in first_events else None,
-            redirected_from=item.redirected_from,
-            excerpt=r.Excerpt(*excerpt) if excerpt else None,
-        )
+        source: dict[str, Any] = {}
         if row.source_kind == "consolidated" and row.source_session_id:
             if row.source_session_id not in sessions:
                 sessions[row.source_session_id] = repo.get_session_any(row.source_session_id)
             s = sessions[row.source_session_id]
             if s is not None:
-                prov.source_session_id = s.id
-                prov.source_goal = s.final_goal
-                prov.source_outcome = s.outcome
-                prov.source_verification_status = (s.verification or {}).get("status")
+                source = dict(
+                    source_session_id=s.id,
+                    source_goal=s.final_goal,
+                    source_outcome=s.outcome,
+                    source_verification_status=(s.verification or {}).get("status"),
+                )
+        prov = message(
+            res.Provenance,
+            source_kind=row.source_kind,
+            source_event_id=event_id(first_events[row.number]) if row.number in first_events else None,
+            redirected_from=item.redirected_from,
+            excerpt=res.Excerpt(source_chars=excerpt[0], shown_chars=excerpt[1]) if excerpt else None,
+            **source,
+        )
         out.append(
-            r.Memory(
+            message(
+                res.Memory,
                 memory_id=memory_id(row.number),
                 content=shown,
                 type=row.type,
                 pathway=item.pathway,
-                ranking=r.RankingSignals(item.relevance, item.learned, item.score),
+                ranking=_ranking(item),
                 provenance=prov,
                 created_at=row.created_at,
                 occurred_at=row.occurred_at,
@@ -321,7 +353,7 @@ def render_memories(repo: Repository, items: list[CatalogMemory]) -> list[r.Memo
     return out
 
 
-def render_procedures(repo: Repository, tenant: str, items: list[CatalogProcedure]) -> list[r.Procedure]:
+def render_procedures(repo: Repository, tenant: str, items: list[CatalogProcedure]) -> list[res.Procedure]:
     if not items:
         return []
     rows = {row.id: row for row in repo.procedures_with_sessions(tenant, ids=[i.id for i in items])}
@@ -330,7 +362,8 @@ def render_procedures(repo: Repository, tenant: str, items: list[CatalogProcedur
         row = rows[item.id]
         verification = row.verification or {}
         contributions = [
-            r.ProcedureContribution(
+            message(
+                res.ProcedureContribution,
                 effect=c.effect or "unknown",
                 contribution=c.contribution or "",
                 recorded_at=c.recorded_at,
@@ -338,9 +371,9 @@ def render_procedures(repo: Repository, tenant: str, items: list[CatalogProcedur
             )
             for c in repo.procedure_contributions(row.id)
         ]
-        counters = _counters(row)
         out.append(
-            r.Procedure(
+            message(
+                res.Procedure,
                 procedure_id=row.id,
                 goal=row.goal,
                 summary=row.summary,
@@ -351,35 +384,42 @@ def render_procedures(repo: Repository, tenant: str, items: list[CatalogProcedur
                 outcome_summary=row.outcome_summary or "",
                 verification_status=verification.get("status", "unspecified"),
                 created_at=row.created_at,
-                evidence=counters,
+                evidence=res.ProcedureEvidence(**dataclasses.asdict(_counters(row))),
                 contributions=contributions,
-                ranking=r.RankingSignals(item.relevance, item.learned, item.score),
+                ranking=_ranking(item),
             )
         )
     return out
 
 
-def cue_warnings(repo: Repository, tenant: str, scope: str, cue: Cue) -> list[r.RetrievalWarning]:
+def _ranking(item: CatalogMemory | CatalogProcedure) -> res.RankingSignals:
+    return res.RankingSignals(relevance=item.relevance, learned=item.learned, score=item.score)
+
+
+def cue_warnings(repo: Repository, tenant: str, scope: str, cue: Cue) -> list[res.RetrievalWarning]:
     """`known_gap` for each open knowledge gap of the scope that the cue admits (spec 10.7)."""
     warnings = []
     for gap in repo.open_gaps(tenant, scope):
         if admits(cue, text_relevance(cue, gap.text), gap.text):
-            warnings.append(r.RetrievalWarning("known_gap", f"known knowledge gap in this scope: {gap.text}"))
+            warnings.append(
+                res.RetrievalWarning(code="known_gap", message=f"known knowledge gap in this scope: {gap.text}")
+            )
     return warnings
 
 
-def fragmentation_warning(repo: Repository, tenant: str, scope: str) -> list[r.RetrievalWarning]:
+def fragmentation_warning(repo: Repository, tenant: str, scope: str) -> list[res.RetrievalWarning]:
     key = fragmentation_key(scope)
     return [
-        r.RetrievalWarning(
-            "scope_fragmentation", f"scope {scope!r} is empty, but {other!r} holds memories; did you mean it?"
+        res.RetrievalWarning(
+            code="scope_fragmentation",
+            message=f"scope {scope!r} is empty, but {other!r} holds memories; did you mean it?",
         )
         for other in sorted(repo.scopes_with_active_memories(tenant))
         if other != scope and fragmentation_key(other) == key
     ]
 
 
-def evidence_records(repo: Repository, memory_numbers: list[int], full: bool) -> tuple[list[r.EvidenceRecord], bool]:
+def evidence_records(repo: Repository, memory_numbers: list[int], full: bool) -> tuple[list[res.EvidenceRecord], bool]:
     """Source events and the episodes containing them, for the first page's memories (spec 7.4)."""
     events = repo.events_of_memories(memory_numbers)
     by_memory: dict[int, list[Row]] = {}
@@ -392,7 +432,7 @@ def evidence_records(repo: Repository, memory_numbers: list[int], full: bool) ->
         if ep.previous_event_number is not None:
             by_event.setdefault(ep.previous_event_number, []).append(ep)
     all_events = repo.get_events([ep.event_number for ep in episodes] + [ep.previous_event_number for ep in episodes])
-    records: list[r.EvidenceRecord] = []
+    records: list[res.EvidenceRecord] = []
     seen: set[str] = set()
     for n in memory_numbers:
         for e in by_memory.get(n, []):
@@ -412,4 +452,14 @@ def _add(records: list, seen: set, eid: str, kind: str, recorded_at, occurred_at
     content, truncated = None, False
     if full:
         content, truncated = text[:EVIDENCE_CONTENT_CHARS], len(text) > EVIDENCE_CONTENT_CHARS
-    records.append(r.EvidenceRecord(eid, kind, recorded_at, occurred_at, content, truncated))
+    records.append(
+        message(
+            res.EvidenceRecord,
+            evidence_id=eid,
+            source_kind=kind,
+            recorded_at=recorded_at,
+            occurred_at=occurred_at,
+            content=content,
+            truncated=truncated,
+        )
+    )
