@@ -77,7 +77,7 @@ clients/ts/node_modules/.package-lock.json: clients/ts/package.json clients/ts/p
 # (mypy, strict, on the rules and the SDK: pyproject.toml [tool.mypy]), and the layering
 # (import-linter: pyproject.toml [tool.importlinter]).
 PY_SOURCES := server clients tests bench tools
-TYPED      := server/slowave/domain
+TYPED      := server/slowave/domain clients/python/slowave_client
 lint: install
 	$(BIN)/ruff check $(PY_SOURCES)
 	$(BIN)/ruff format --check $(PY_SOURCES)

@@ -121,14 +121,14 @@ def trace_metadata() -> tuple[tuple[str, str], ...]:
     """The current OpenTelemetry context as W3C `traceparent` / `tracestate` / `baggage` metadata,
     so that the server's span of the call continues the caller's trace; nothing when no span is
     active or OpenTelemetry is not installed."""
-    if _inject is None:
+    if _propagate is None:
         return ()
     carrier: dict[str, str] = {}
-    _inject(carrier)
+    _propagate.inject(carrier)
     return tuple(carrier.items())
 
 
 try:
-    from opentelemetry.propagate import inject as _inject
+    from opentelemetry import propagate as _propagate
 except ImportError:  # the API is a dependency of the SDK, but a trimmed environment may lack it
-    _inject = None
+    _propagate = None  # type: ignore[assignment]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
@@ -268,7 +268,8 @@ def error_from_rpc(error: grpc.RpcError) -> SlowaveError:
     code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
     message = (error.details() if hasattr(error, "details") else None) or str(code.name)
     try:
-        details = rpc_status.from_call(error)
+        # A failed call's RpcError is also its grpc.Call (the stubs type the two apart).
+        details = rpc_status.from_call(cast(grpc.Call, error))
     except (ValueError, AttributeError, TypeError):
         # A status-details trailer inconsistent with the call's status is not trusted (grpc_status
         # raises on the mismatch); the bare status is still meaningful.
