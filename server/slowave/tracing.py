@@ -4,8 +4,8 @@ transaction and the retrieval stages (`span` below).
 Tracing is on when the standard `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`) is set:
 `configure_exporter` then installs an SDK tracer provider exporting over OTLP/gRPC in batches,
 named by `OTEL_SERVICE_NAME` (default `slowave`), honouring the other standard OTEL_* variables.
-When it is off, no interceptor is installed and `span` is OpenTelemetry's no-op (a few hundred
-nanoseconds per stage; bench figures in docs/operations.md).
+When it is off, no interceptor is installed and `span` does nothing but look up the current span:
+≈ 1 µs per stage, ≈ 6 µs of a 6 ms Activate (measured in-process on the 2-core machine).
 """
 
 from __future__ import annotations

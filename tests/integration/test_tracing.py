@@ -1,6 +1,6 @@
 """OpenTelemetry (slowave.tracing, api.tracing): with tracing on, every RPC is a server span that
-continues the caller's W3C `traceparent` (any child span descends from it), and the access line
-carries the trace id; with tracing off no span is made,
+continues the caller's W3C `traceparent`, its children cover the database transaction and the
+retrieval stages, and the access line carries the trace id; with tracing off no span is made,
 and the access line still carries the caller's trace id. Spans are read from an in-memory
 exporter on the process's tracer provider."""
 
@@ -79,6 +79,8 @@ def test_an_activate_span_continues_the_callers_trace(make_server, spans, caplog
         while ancestor.parent is not None and ancestor.parent.span_id in by_id:
             ancestor = by_id[ancestor.parent.span_id]
         assert ancestor is server_span, s.name
+    names = {s.name for s in finished}
+    assert {"db.transaction", "retrieval.candidates", "retrieval.learned", "retrieval.page"} <= names, names
     [line] = [line for line in _access_lines(caplog) if line["method"].endswith("/Activate")]
     assert line["trace_id"] == TRACE_ID
 

@@ -17,7 +17,7 @@ from google.protobuf.message import Message
 from slowave_client import calls
 from slowave_client.calls import MemoryFeedback, PreparedCall
 from slowave_client.client import DEFAULT_TIMEOUT, CallPolicy
-from slowave_client.connection import DEFAULT_TARGET, TlsConfig, open_channel, trace_metadata
+from slowave_client.connection import DEFAULT_TARGET, TlsConfig, open_channel
 from slowave_client.errors import NotFound
 from slowave_client.inputs import (
     Enum,
@@ -92,7 +92,7 @@ class AsyncClient:
             return await method(
                 call.request,
                 timeout=attempt_timeout,
-                metadata=(*self.policy.metadata, *trace_metadata()),
+                metadata=self.policy.metadata(),
                 wait_for_ready=self.policy.wait_for_ready,
             )
 

@@ -28,6 +28,7 @@ from slowave.domain.supersession import active_successor, stand_ins
 from slowave.service.learned import learned_adjustments
 from slowave.service.messages import message
 from slowave.storage.repository import Repository
+from slowave.tracing import span
 from slowave.v1 import resources_pb2 as res
 
 if TYPE_CHECKING:
@@ -94,8 +95,11 @@ def build_catalog(
     query_vector: Any = None,
 ) -> Catalog:
     """Ranks the admitted candidates and freezes them (at most 50 memories, 9 procedures)."""
-    candidates, rows = _admitted_memories(repo, tenant, scope, cue, limits, semantic, query_vector)
-    learned_of = learned_adjustments(repo, (rows[c.number] for c in candidates), cue_id, cue.token_set)
+    with span("retrieval.candidates") as stage:
+        candidates, rows = _admitted_memories(repo, tenant, scope, cue, limits, semantic, query_vector)
+        stage.set_attribute("candidates", len(candidates))
+    with span("retrieval.learned"):
+        learned_of = learned_adjustments(repo, (rows[c.number] for c in candidates), cue_id, cue.token_set)
     ranked = []
     for c in candidates:
         row = rows[c.number]
@@ -114,7 +118,8 @@ def build_catalog(
                 redirected_from=memory_id(c.redirected_from) if c.redirected_from else None,
             )
         )
-    procedures = _ranked_procedures(repo, tenant, scope, cue, task_context)
+    with span("retrieval.procedures"):
+        procedures = _ranked_procedures(repo, tenant, scope, cue, task_context)
     return Catalog.freeze(ranked, procedures, limits.catalog_memories, limits.catalog_procedures)
 
 
@@ -248,8 +253,9 @@ def serve_page(
     page_mems = mems[memory_offset : memory_offset + m_count]
     page_procs = procs[procedure_offset : procedure_offset + p_count]
 
-    memories = render_memories(repo, page_mems)
-    procedures = render_procedures(repo, tenant, page_procs)
+    with span("retrieval.page"):
+        memories = render_memories(repo, page_mems)
+        procedures = render_procedures(repo, tenant, page_procs)
     targets = [("memory", m.memory_id) for m in memories] + [("procedure", p.procedure_id) for p in procedures]
     if fresh:
         repo.insert_exposures(retrieval.id, targets, start=0)
