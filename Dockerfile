@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# Slowave MemoryService image (lexical retrieval; SQLite in the /data volume by default, PostgreSQL
+# Slowave MemoryService image (hybrid retrieval with the static embedding model; SQLite in the /data volume by default, PostgreSQL
 # through SLOWAVE_DATABASE_URL).
 #
 #   docker build -t slowave .

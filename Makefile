@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test install lint format lint-proto breaking-proto clean bench-quality bench-scale bench-perf model bench-locomo
+.PHONY: serve test test-fast install lint format lint-proto breaking-proto clean bench-quality bench-scale bench-perf model bench-locomo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -66,19 +66,33 @@ breaking-proto: node_modules/.package-lock.json
 clients/node/node_modules/.package-lock.json: clients/node/package.json clients/node/package-lock.json
 	npm ci --prefix clients/node --no-audit --no-fund --ignore-scripts
 
+# The TypeScript client (clients/ts): protobuf-es, connect-node, tsc; for tests/integration/test_ts_client.py
+# and the code generation of buf.gen.yaml (its protoc-gen-es).
+clients/ts/node_modules/.package-lock.json: clients/ts/package.json clients/ts/package-lock.json
+	npm ci --prefix clients/ts --no-audit --no-fund --ignore-scripts
+
 # The whole suite on SQLite, then everything that talks to a database again on a PostgreSQL cluster
 # the run starts itself from the machine's binaries (skipped, loudly, where they are missing).
-# Python style and correctness: ruff's checks and its formatter (check only; `make format` rewrites).
+# Python style and correctness (ruff's checks and its formatter; `make format` rewrites), types
+# (mypy, strict, on the rules and the SDK: pyproject.toml [tool.mypy]), and the layering
+# (import-linter: pyproject.toml [tool.importlinter]).
 PY_SOURCES := server clients tests bench tools
+TYPED      := server/slowave/domain clients/python/slowave_client
 lint: install
 	$(BIN)/ruff check $(PY_SOURCES)
 	$(BIN)/ruff format --check $(PY_SOURCES)
+	$(BIN)/mypy $(TYPED)
+	PYTHONPATH=server:clients/python $(BIN)/lint-imports --no-cache
+
+# The rules and the SDK without a server or a database: under a minute, for the edit-test loop.
+test-fast: install
+	$(BIN)/python -m pytest tests/unit -q
 
 format: install
 	$(BIN)/ruff check --fix $(PY_SOURCES)
 	$(BIN)/ruff format $(PY_SOURCES)
 
-test: install lint lint-proto breaking-proto clients/node/node_modules/.package-lock.json
+test: install lint lint-proto breaking-proto clients/node/node_modules/.package-lock.json clients/ts/node_modules/.package-lock.json
 	$(BIN)/python -m pytest
 	SLOWAVE_TEST_BACKEND=postgresql $(BIN)/python -m pytest tests/integration
 

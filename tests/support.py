@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -26,6 +27,28 @@ from slowave.v1 import memory_service_pb2_grpc as pb_grpc
 from slowave.v1 import resources_pb2 as res
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def claim(text: str) -> str:
+    """A claim whose every word is unique to it: a random suffix on each word (punctuation is
+    dropped, since it would split a word from its suffix and leave a shared bare word)."""
+    h = uuid.uuid4().hex[:8]
+    return " ".join(f"{w}{h}" for w in re.findall(r"[^\W_]+", text))
+
+
+def buf_generate(out: Path) -> None:
+    """The stubs of the other languages (buf.gen.yaml: Go under out/go/src, TypeScript under
+    out/ts/gen, with google/rpc's Status and error details for TypeScript), generated afresh."""
+    ts_modules = REPO / "clients" / "ts" / "node_modules"
+    assert (ts_modules / ".bin" / "protoc-gen-es").exists(), (
+        "clients/ts/node_modules lacks protoc-gen-es: run `npm ci --prefix clients/ts` (`make test` does it)"
+    )
+    buf = ["npx", "--no-install", "buf", "generate"]
+    subprocess.run([*buf, "-o", str(out)], cwd=REPO, check=True, capture_output=True)
+    googleapis = "clients/ts/node_modules/google-proto-files"
+    paths = [f"--path={googleapis}/google/rpc/{name}.proto" for name in ("status", "error_details")]
+    template = "--template=clients/ts/buf.gen.googleapis.yaml"
+    subprocess.run([*buf, googleapis, *paths, template, "-o", str(out)], cwd=REPO, check=True, capture_output=True)
 
 
 def new_scope(prefix: str = "project") -> str:

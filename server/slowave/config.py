@@ -1,4 +1,4 @@
-"""Configuration from the environment (see the README's table)."""
+"""Configuration from the environment (every variable is described in docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -112,6 +112,9 @@ class Settings:
     tls_key_file: str | None = None
     tls_client_ca_file: str | None = None
     """PEM file of the CAs whose client certificates are accepted; set → client certificates required."""
+    tracing: bool = False
+    """OpenTelemetry spans per RPC (slowave.tracing); on when the standard OTEL_EXPORTER_OTLP_ENDPOINT
+    (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set, which also names where spans are exported."""
     limits: RetrievalLimits = field(default_factory=RetrievalLimits)
     pool: PoolOptions = field(default_factory=PoolOptions)
 
@@ -150,6 +153,9 @@ class Settings:
             kwargs["max_workers"] = int(env["SLOWAVE_MAX_WORKERS"])
         if env.get("SLOWAVE_MAX_CONCURRENT_RPCS"):
             kwargs["max_concurrent_rpcs"] = int(env["SLOWAVE_MAX_CONCURRENT_RPCS"])
+        kwargs["tracing"] = bool(
+            env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        )
         kwargs.update(_security_from_env(env))
         return cls(**kwargs)
 

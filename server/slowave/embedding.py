@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from slowave.config import DEFAULT_SEMANTIC, parse_semantic
 from slowave.storage.unit_of_work import UnitOfWork
+from slowave.tracing import span
 
 log = logging.getLogger(__name__)
 
@@ -310,7 +311,8 @@ class SemanticChannel:
         return [row.tobytes() for row in self.encoder.encode(texts)] if texts else []
 
     def embed_query(self, text: str) -> Any:
-        return self.encoder.encode([text])[0]
+        with span("retrieval.embed"):
+            return self.encoder.encode([text])[0]
 
 
 def load_semantic_channel(choice: str | bool = DEFAULT_SEMANTIC) -> SemanticChannel | None:

@@ -8,20 +8,11 @@ consolidation synchronously; the background consolidator is only relied on with 
 from __future__ import annotations
 
 import json
-import re
-import uuid
 
 from google.protobuf import json_format, struct_pb2
 
 from slowave.domain.identifiers import memory_number
-from tests.support import activate, assess_all, commit, pb, remember, res, wait_until
-
-
-def claim(text: str) -> str:
-    """A claim whose every word is unique to it: a random suffix on each word (punctuation is
-    dropped, since it would split a word from its suffix and leave a shared bare word)."""
-    h = uuid.uuid4().hex[:8]
-    return " ".join(f"{w}{h}" for w in re.findall(r"[^\W_]+", text))
+from tests.support import activate, assess_all, claim, commit, pb, remember, res, wait_until
 
 
 def ids(response) -> list[str]:

@@ -39,7 +39,6 @@ from google.protobuf import timestamp_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slowave.api.protovalues import python_to_struct
 from slowave.storage import tables
 from tests.support import (
     ErrorDetails,
@@ -383,7 +382,7 @@ def setopt(message: Any, **fields: Any) -> Any:
         target = getattr(message, name)
         if isinstance(value, dict):
             target.SetInParent()
-            python_to_struct(value, target)  # in place: deep Structs never pass through a parse here
+            target.update(value)  # in place: deep Structs never pass through a parse here
         elif isinstance(value, list):
             target.extend(value)
         elif hasattr(value, "DESCRIPTOR"):

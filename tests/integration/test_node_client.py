@@ -54,6 +54,12 @@ def run_cycle(node: str, address: str, **env: str) -> tuple[subprocess.Completed
 def test_node_client_runs_a_full_cycle_checked_against_the_server(node: str, server: Server):
     out, lines = run_cycle(node, server.address)
     assert out.returncode == 0, f"exit {out.returncode}\nstdout:\n{out.stdout}\nstderr:\n{out.stderr}"
+    check_cycle_transcript(server, lines)
+
+
+def check_cycle_transcript(server: Server, lines: list[dict[str, Any]]) -> None:
+    """The transcript a client of another language prints for the cycle of clients/node/cycle.js
+    (clients/go prints the same), checked step by step against the server's own records."""
     steps = [line["step"] for line in lines]
     assert steps[:5] == ["activate", "remember", "commit", "activate_again", "commit_refused"], steps
     assert steps[-1] == "commit_again", steps
@@ -180,9 +186,15 @@ class _RecordingServer(grpc.GenericRpcHandler):
 
 @pytest.mark.parametrize("api_key", ["sk-node-test-7f3a", None])
 def test_node_client_sends_the_api_key_as_bearer_metadata(node: str, api_key: str | None):
+    check_api_key_refusal(lambda address, env: run_cycle(node, address, **env), api_key)
+
+
+def check_api_key_refusal(run: Any, api_key: str | None) -> None:
+    """`run(address, env)` runs a client's cycle against a stand-in that refuses every call as
+    UNAUTHENTICATED: the key travels as bearer metadata, and the refusal is reported as Node's is."""
     recorder = _RecordingServer()
     try:
-        out, lines = run_cycle(node, f"127.0.0.1:{recorder.port}", **({"SLOWAVE_API_KEY": api_key} if api_key else {}))
+        out, lines = run(f"127.0.0.1:{recorder.port}", {"SLOWAVE_API_KEY": api_key} if api_key else {})
     finally:
         recorder.stop()
     assert out.returncode == 1, out

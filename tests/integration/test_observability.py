@@ -223,7 +223,20 @@ def test_the_reaper_exports_reaped_sessions_and_unassessed_exposures(make_server
 # =========================================================================== logs
 
 _ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
-_FIELDS = {"ts", "level", "logger", "msg", "method", "code", "latency_ms", "tenant", "session_id", "request_id", "peer"}
+_FIELDS = {
+    "ts",
+    "level",
+    "logger",
+    "msg",
+    "method",
+    "code",
+    "latency_ms",
+    "tenant",
+    "session_id",
+    "request_id",
+    "trace_id",
+    "peer",
+}
 
 
 class _Capture(logging.Handler):

@@ -355,13 +355,13 @@ def test_admin_consolidate(make_server):
 
 
 def _shutdown_started(srv) -> bool:
-    """True once the gRPC server has begun stopping: it refuses new calls (health first turns
-    NOT_SERVING, then `server.stop` makes every new call fail)."""
+    """True once the server has begun stopping: health turns NOT_SERVING as the drain begins
+    (api.drain), and once gRPC itself stops, health calls fail too."""
     try:
-        health_pb2_grpc.HealthStub(srv.channel).Check(health_pb2.HealthCheckRequest(service=SERVICE), timeout=5)
+        reply = health_pb2_grpc.HealthStub(srv.channel).Check(health_pb2.HealthCheckRequest(service=SERVICE), timeout=5)
     except grpc.RpcError:
         return True
-    return False
+    return reply.status == health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 def test_graceful_shutdown_lets_in_flight_calls_finish(make_server):

@@ -9,7 +9,7 @@ session the calls name), so calls wait inside the server for exactly as long as 
   (they never queue: a queued call could not finish while the lock is held, and would run into its
   deadline instead). grpcio rejects them in its polling thread, before any interceptor or handler
   runs, with no trailing metadata — so, like the other statuses gRPC produces itself, this one
-  carries no `google.rpc.ErrorInfo` (the README documents it).
+  carries no `google.rpc.ErrorInfo` (docs/behaviour.md documents it).
 * Deadlines: a call whose client deadline passes while it waits commits nothing, even when the
   server gets to run it later (`servicer._run` + `Database.transaction`).
 """

@@ -6,20 +6,10 @@ that contains it verbatim (spec 12.1) and never by the consolidated lessons of o
 
 from __future__ import annotations
 
-import re
-import uuid
-
 import grpc
 from google.protobuf import timestamp_pb2
 
-from tests.support import activate, assess_all, commit, expect_error, new_scope, pb, remember, res
-
-
-def claim(text: str) -> str:
-    """A claim whose every word is unique to it: a random suffix on each word (punctuation is
-    dropped, since it would split a word from its suffix and leave a shared bare word)."""
-    h = uuid.uuid4().hex[:8]
-    return " ".join(f"{w}{h}" for w in re.findall(r"[^\W_]+", text))
+from tests.support import activate, assess_all, claim, commit, expect_error, new_scope, pb, remember, res
 
 
 def ids(response) -> list[str]:

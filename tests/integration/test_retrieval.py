@@ -9,7 +9,6 @@ consolidation derives from the throwaway sessions' outcome summaries ("Task … 
 from __future__ import annotations
 
 import math
-import re
 import uuid
 
 import grpc
@@ -20,6 +19,7 @@ from tests.support import (
     RetrievalLimits,
     activate,
     assess_all,
+    claim,
     commit,
     expect_error,
     new_scope,
@@ -31,13 +31,6 @@ from tests.support import (
 )
 
 # ------------------------------------------------------------------------------------ helpers
-
-
-def claim(text: str) -> str:
-    """A claim whose every word is unique to it: a random suffix on each word (punctuation is
-    dropped, since it would split a word from its suffix and leave a shared bare word)."""
-    h = uuid.uuid4().hex[:8]
-    return " ".join(f"{w}{h}" for w in re.findall(r"[^\W_]+", text))
 
 
 def ids(response) -> list[str]:

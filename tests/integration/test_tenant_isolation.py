@@ -58,7 +58,7 @@ def ghost_ids() -> dict[str, str]:
     }
 
 
-def claim(text: str) -> str:
+def tokened_claim(text: str) -> str:
     """Claims made of random tokens: nothing else in the store is admitted by them."""
     return f"{text} zk{uuid.uuid4().hex[:10]} zj{uuid.uuid4().hex[:10]}."
 
@@ -85,20 +85,20 @@ def world(tmp_path_factory) -> World:
     srv = start_keyed_server(tmp_path_factory.mktemp("tenants"), {KEY_ALPHA: "alpha", KEY_BETA: "beta"})
     alpha, beta = keyed_stub(srv.channel, KEY_ALPHA), keyed_stub(srv.channel, KEY_BETA)
     scope = new_scope()
-    claims = [claim(f"Alpha fact {i}") for i in range(4)]
+    claims = [tokened_claim(f"Alpha fact {i}") for i in range(4)]
 
     # Alpha: memories, then a procedure (from a session of its own), then the sessions under test.
     seed = activate(alpha, scope, task="seeding", initial_goal="seed")
     memory_ids = [remember(alpha, seed.session_id, scope, c).memory_id for c in claims]
     assess_all(alpha, seed)
-    commit(alpha, seed.session_id, outcome_summary=claim("seeded"))
-    procedure_goal = claim("Rotate the alpha signing keys")
-    capture = activate(alpha, scope, task=claim("capture"), initial_goal="capture")
+    commit(alpha, seed.session_id, outcome_summary=tokened_claim("seeded"))
+    procedure_goal = tokened_claim("Rotate the alpha signing keys")
+    capture = activate(alpha, scope, task=tokened_claim("capture"), initial_goal="capture")
     assess_all(alpha, capture)
     procedure_id = commit(
         alpha,
         capture.session_id,
-        outcome_summary=claim("captured"),
+        outcome_summary=tokened_claim("captured"),
         procedure=pb.CommitProcedure(goal=procedure_goal, summary="Rotate, publish, revoke."),
     ).procedure_id
 
@@ -108,7 +108,7 @@ def world(tmp_path_factory) -> World:
         pb.RecallRequest(session_id=a.session_id, scope=scope, query=" ".join(claims), page_size=1), timeout=30
     )
     assert r.more_available and r.continue_from
-    gap_text = claim("How are alpha's backups verified?")
+    gap_text = tokened_claim("How are alpha's backups verified?")
     fb = alpha.Feedback(
         pb.FeedbackRequest(
             retrieval_id=a.retrieval_id, memory_feedback=[used(a.memories[0].memory_id)], missing=[gap_text]
@@ -117,18 +117,18 @@ def world(tmp_path_factory) -> World:
     ).record
     p = activate(alpha, scope, task=procedure_goal)
     assert [x.procedure_id for x in p.procedures] == [procedure_id]
-    closed = activate(alpha, scope, task=claim("closed session"))
+    closed = activate(alpha, scope, task=tokened_claim("closed session"))
     assess_all(alpha, closed)
-    commit(alpha, closed.session_id, outcome_summary=claim("closed"))
+    commit(alpha, closed.session_id, outcome_summary=tokened_claim("closed"))
     fragment = f"project:Frag-{uuid.uuid4().hex[:8]}"
     f = activate(alpha, fragment, task="fragment")
-    remember(alpha, f.session_id, fragment, claim("Alpha keeps a fragment"))
+    remember(alpha, f.session_id, fragment, tokened_claim("Alpha keeps a fragment"))
 
     # Beta: one open session in the same scope whose retrieval exposes a memory of beta's own.
     bseed = activate(beta, scope, task="beta seeding", initial_goal="seed")
     beta_memory = remember(beta, bseed.session_id, scope, claims[0]).memory_id
     assess_all(beta, bseed)
-    commit(beta, bseed.session_id, outcome_summary=claim("beta seeded"))
+    commit(beta, bseed.session_id, outcome_summary=tokened_claim("beta seeded"))
     b = activate(beta, scope, task=claims[0])
     assert [m.memory_id for m in b.memories] == [beta_memory]
 
@@ -592,7 +592,7 @@ def test_another_tenants_words_do_not_change_relevance(world):
         w.alpha, s.session_id, w.scope, f"The {marker} service keeps its audit log for ninety days in cold storage."
     ).memory_id
     assess_all(w.alpha, s)
-    commit(w.alpha, s.session_id, outcome_summary=claim("stored"))
+    commit(w.alpha, s.session_id, outcome_summary=tokened_claim("stored"))
     w.srv.consolidate()  # alpha's own consolidated lesson must not land between the two looks
     probe = f"{marker} {secret}"  # alpha asks about its word and a word only beta may hold
 

@@ -1,4 +1,4 @@
-"""The README's walkthrough client runs a full cycle against a live server."""
+"""The walkthrough client (clients/python/walkthrough.py, docs/clients.md) runs a full cycle against a live server."""
 
 import subprocess
 import sys

@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 import jsonschema
 import pytest
-from google.protobuf import any_pb2, struct_pb2
+from google.protobuf import any_pb2, message_factory, struct_pb2
 from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
@@ -25,6 +25,7 @@ from slowave.v1 import memory_service_pb2 as pb
 from slowave.v1 import resources_pb2 as res
 from slowave_mcp.channel import connect
 from slowave_mcp.json_contract import TOOLS, execute, translate
+from slowave_mcp.json_to_proto import fill_message
 from slowave_mcp.proto_to_json import render_message, render_status
 from slowave_mcp.tools import DESCRIPTIONS, input_schema
 
@@ -998,3 +999,35 @@ def test_the_api_key_travels_as_bearer_metadata_on_every_call(api_key, metadata)
     finally:
         connection.close()
     assert [(t, m) for _, t, m in seen] == [(7, metadata)]
+
+
+def _request_messages(descriptor, seen=None):
+    """Every message a tool's arguments can hold, found by walking the request descriptors."""
+    seen = {} if seen is None else seen
+    if descriptor.full_name not in seen and not descriptor.full_name.startswith("google.protobuf."):
+        seen[descriptor.full_name] = descriptor
+        for f in descriptor.fields:
+            if f.message_type is not None:
+                _request_messages(f.message_type, seen)
+    return seen
+
+
+REQUEST_ENUM_FIELDS = [
+    (message, field)
+    for tool in TOOLS.values()
+    for message in _request_messages(tool.request.DESCRIPTOR).values()
+    for field in message.fields
+    if field.enum_type is not None
+]
+
+
+@pytest.mark.parametrize(("message", "field"), REQUEST_ENUM_FIELDS, ids=lambda x: x.name)
+def test_every_word_of_every_request_enum_is_translated(message, field):
+    for value in field.enum_type.values:
+        if value.number == 0:
+            continue
+        word = value.name.removeprefix(field.enum_type.values_by_number[0].name.removesuffix("UNSPECIFIED")).lower()
+        target, problems = message_factory.GetMessageClass(message)(), []
+        fill_message(target, {field.name: [word] if field.is_repeated else word}, "", problems)
+        assert problems == []
+        assert getattr(target, field.name) == ([value.number] if field.is_repeated else value.number)

@@ -7,6 +7,8 @@ import random
 import pytest
 
 from slowave.domain import learning as L
+from slowave.domain.assessment_effects import memory_effect
+from slowave.domain.feedback_entries import MemoryEntry
 from slowave.domain.procedure_capture import capture, describes_a_method, served_caveats
 from slowave.domain.terms import terms
 
@@ -367,3 +369,41 @@ def test_every_policy_label_fits_the_column_that_stores_it():
 def test_cue_counts_come_from_the_replayed_sums():
     sums = {(10, 1): (2, 5), (10, 2): (-1, 6), (10, 3): (0, 7), (11, 1): (0, 8), (12, 4): (-3, 9)}
     assert L.cue_counts(sums) == {10: (1, 1), 12: (0, 1)}
+
+
+# --------------------------------------------------------------------------- applying assessments
+
+
+def _entry(assessment: str, **kw: str) -> MemoryEntry:
+    return MemoryEntry("sch_1", assessment, **kw)
+
+
+def test_only_the_effective_row_of_an_active_memory_with_a_cue_adds_learning_evidence():
+    assert memory_effect(_entry("used"), effective=True, active=True, has_cue=True).learning_units == 1
+    assert memory_effect(_entry("irrelevant"), effective=True, active=True, has_cue=True).learning_units == -1
+    assert (
+        memory_effect(_entry("used", effect="harmed"), effective=True, active=True, has_cue=True).learning_units == -2
+    )
+    for flags in (
+        {"effective": False, "active": True, "has_cue": True},
+        {"effective": True, "active": False, "has_cue": True},
+        {"effective": True, "active": True, "has_cue": False},
+    ):
+        assert memory_effect(_entry("used"), **flags).learning_units == 0, flags
+
+
+def test_the_first_stale_row_retires_an_active_memory_even_when_it_is_not_effective():
+    effect = memory_effect(
+        _entry("stale", stale_reason="superseded", replacement_memory_id="sch_2"),
+        effective=False,
+        active=True,
+        has_cue=True,
+    )
+    assert effect.retirement is not None and effect.retirement.supersedes
+    assert effect.learning_units == 0
+    wrong = memory_effect(_entry("stale", stale_reason="wrong"), effective=True, active=True, has_cue=True)
+    assert wrong.retirement is not None and not wrong.retirement.supersedes
+    assert (
+        memory_effect(_entry("stale", stale_reason="wrong"), effective=True, active=False, has_cue=True).retirement
+        is None
+    )

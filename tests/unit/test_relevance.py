@@ -11,8 +11,8 @@ from slowave.domain.relevance import (
     Cue,
     LexicalScorer,
     admits,
-    coverage,
     memory_relevance,
+    term_share,
     text_relevance,
 )
 
@@ -147,7 +147,7 @@ def test_names_weigh_at_least_as_much_as_the_average_stored_term():
     assert named.weights["research"] == plain.weights["research"]
 
 
-def test_cue_words_absent_from_the_store_still_count_in_coverage():
+def test_cue_words_absent_from_the_store_still_count_in_the_score():
     # Only "the" occurs in the store: a text sharing just that word must not cover the cue.
     cue = Cue("Which database engine does the billing system use?")
     assert (
@@ -156,17 +156,17 @@ def test_cue_words_absent_from_the_store_still_count_in_coverage():
     )
 
 
-def test_contained_text_counts_as_fully_covered():
+def test_contained_text_counts_as_fully_matched():
     # "port 80" occurs verbatim inside "port 8080", though the word 80 does not
     scorer = _scorer(Cue("set the port 8080"), port=40)
     assert scorer.relevance("port 80", True) >= 0.7 > scorer.relevance("port 80", False)
 
 
-def test_coverage_share_of_item_terms():
+def test_term_share_of_item_terms():
     cue = Cue("deploy port").token_set
-    assert coverage(cue, "deploy port") == 1.0
-    assert coverage(cue, "deploy port is 8080") == 2 / 3  # "is" is a stop word
-    assert coverage(cue, "") == 0.0
+    assert term_share(cue, "deploy port") == 1.0
+    assert term_share(cue, "deploy port is 8080") == 2 / 3  # "is" is a stop word
+    assert term_share(cue, "") == 0.0
 
 
 def test_text_relevance_best_among_texts():

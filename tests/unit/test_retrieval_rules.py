@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from slowave.domain.relevance import TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, Cue
-from slowave.domain.retrieval import CandidateScoring, Catalog, CatalogMemory, CatalogProcedure, stand_ins
+from slowave.domain.retrieval import CandidateScoring, Catalog, CatalogMemory, CatalogProcedure
+from slowave.domain.supersession import active_successor, stand_ins
 
 
 @dataclass
@@ -62,6 +63,17 @@ def test_a_superseded_memory_is_represented_by_its_replacement_once():
     # Admitted on its own too: direct, with the better relevance.
     out = stand_ins({1: 0.8, 3: 0.5}, memories, lambda m: memories[m.superseded_by])
     assert [(c.number, c.pathway, c.relevance) for c in out] == [(3, "direct", 0.8)]
+
+
+def test_the_supersession_chain_is_followed_to_its_first_active_memory_within_the_hop_limit():
+    chain = {n: _Memory(n, f"v{n}", "retired", "superseded", n + 1) for n in range(1, 20)}
+    chain[20] = _Memory(20, "v20")
+    assert active_successor(chain[12], chain.get).number == 20  # 8 links
+    assert active_successor(chain[11], chain.get) is None  # 9 links: past MAX_REDIRECT_HOPS
+    assert active_successor(chain[19], {}.get) is None  # a dangling link
+    wrong = _Memory(1, "v1", "retired", "wrong", 2)  # retired for another reason: no stand-in
+    assert active_successor(wrong, {2: _Memory(2, "v2")}.get) is None
+    assert active_successor(_Memory(1, "active"), chain.get) is None
 
 
 def test_scoring_admits_on_threshold_or_floor_and_prefers_named_dates():

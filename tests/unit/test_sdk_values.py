@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from google.protobuf import struct_pb2
+from google.protobuf.descriptor import Descriptor
 
+from slowave.v1 import errors_pb2
 from slowave.v1 import memory_service_pb2 as pb
 from slowave.v1 import resources_pb2 as res
-from slowave_client import calls
+from slowave_client import calls, inputs
 from slowave_client.errors import InvalidRequest
 from slowave_client.results import (
     ActivateResult,
@@ -21,7 +25,16 @@ from slowave_client.results import (
     as_json,
     from_message,
 )
-from slowave_client.values import build_message, enum_name, enum_value, from_struct, to_struct, to_timestamp
+from slowave_client.values import (
+    build_message,
+    enum_name,
+    enum_value,
+    enum_words,
+    from_struct,
+    to_struct,
+    to_timestamp,
+)
+from slowave_mcp.proto_to_json import render_message
 
 ASSESSMENT = pb.MemoryAssessment.DESCRIPTOR
 MEMORY_TYPE = res.MemoryType.DESCRIPTOR
@@ -269,3 +282,90 @@ def test_json_rendering_of_times_and_structs():
     assert rendered["evidence"][0]["recorded_at"] == "2026-01-02T01:04:05Z"
     assert "occurred_at" not in rendered["evidence"][0] and "content" not in rendered["evidence"][0]
     assert rendered["procedures"][0]["context"] == {"n": 2}
+
+
+# ------------------------------------------------------------------- what is read from the proto
+
+ENUMS = [enum for module in (res, pb, errors_pb2) for enum in module.DESCRIPTOR.enum_types_by_name.values()]
+
+
+@pytest.mark.parametrize("enum", ENUMS, ids=lambda e: e.name)
+def test_every_enum_value_is_accepted_and_named_by_its_word(enum):
+    for value in enum.values:
+        if value.number == 0:
+            continue
+        word = enum_name(enum, value.number)
+        assert value.name.endswith("_" + word.upper())
+        assert enum_value(enum, word) == enum_value(enum, value.name) == value.number
+        assert word in enum_words(enum)
+
+
+def _result_classes(cls: type, message: Descriptor):
+    """`cls` and every result class nested in it, each with the message it mirrors."""
+    yield cls, message
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        field = message.fields_by_name[f.name]
+        if field.message_type is not None and not field.message_type.full_name.startswith("google.protobuf."):
+            nested = next(a for a in (hints[f.name], *typing.get_args(hints[f.name])) if dataclasses.is_dataclass(a))
+            yield from _result_classes(nested, field.message_type)
+
+
+@pytest.mark.parametrize(
+    ("cls", "message"),
+    [
+        (ActivateResult, pb.ActivateResponse),
+        (RecallResult, pb.RecallResponse),
+        (RememberItemResult, pb.RememberItemResult),
+        (FeedbackItemResult, pb.FeedbackItemResult),
+        (CommitResult, pb.CommitResponse),
+    ],
+)
+def test_every_result_class_has_exactly_the_fields_of_its_message(cls, message):
+    for result, descriptor in _result_classes(cls, message.DESCRIPTOR):
+        assert [f.name for f in dataclasses.fields(result)] == [f.name for f in descriptor.fields], result
+
+
+def test_as_json_renders_a_result_as_the_bridge_renders_its_message():
+    when = datetime(2026, 1, 2, 3, 4, 5, 120000, tzinfo=UTC)
+    procedure = res.Procedure(
+        procedure_id="proc_1",
+        outcome=res.OUTCOME_FAILURE,
+        verification_status=res.VERIFICATION_STATUS_UNVERIFIED,
+        evidence=res.ProcedureEvidence(used=1, helped=1),
+        contributions=[res.ProcedureContribution(effect=res.EFFECT_HELPED, contribution="c")],
+        ranking=res.RankingSignals(relevance=0.25, learned=0.5, score=0.75),
+    )
+    procedure.created_at.FromDatetime(when)
+    procedure.contributions[0].recorded_at.FromDatetime(when)
+    procedure.context.update({"env": "staging", "retries": 3})
+    record = res.EvidenceRecord(evidence_id="evt_1", source_kind=res.EVIDENCE_SOURCE_KIND_EVENT, content="x")
+    record.recorded_at.FromDatetime(when)
+    response = pb.RecallResponse(
+        retrieval_id="rec_1",
+        memories=[_memory("sch_1", source_outcome=res.OUTCOME_SUCCESS, excerpt=res.Excerpt(source_chars=2))],
+        procedures=[procedure],
+        more_available=True,
+        continue_from="cur_1",
+        accessible_field=res.AccessibleField(extra_candidates=1, kinds=["fact"]),
+        evidence=[record],
+        evidence_mode=res.EVIDENCE_MODE_FULL,
+    )
+    response.memories[0].created_at.FromDatetime(when)
+    assert as_json(from_message(RecallResult, response)) == render_message(response)
+
+
+@pytest.mark.parametrize(
+    ("shape", "message"),
+    [
+        (inputs.MemoryFeedbackInput, pb.MemoryFeedbackEntry),
+        (inputs.ProcedureFeedbackInput, pb.ProcedureFeedbackEntry),
+        (inputs.FeedbackItemInput, pb.FeedbackItem),
+        (inputs.RememberItemInput, pb.RememberItem),
+        (inputs.VerificationInput, pb.Verification),
+        (inputs.ProcedureInput, pb.CommitProcedure),
+        (inputs.TrajectoryEntryInput, pb.TrajectoryEntry),
+    ],
+)
+def test_every_input_shape_has_exactly_the_fields_of_its_message(shape, message):
+    assert list(shape.__annotations__) == [f.name for f in message.DESCRIPTOR.fields]

@@ -5,6 +5,7 @@ Paths are protobuf field names with `[i]` for list positions (spec 4.3).
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -20,9 +21,9 @@ from slowave.api.validation import (
 from slowave.domain.errors import InvalidInput
 from slowave.domain.feedback_entries import FeedbackItem, MemoryEntry, ProcedureEntry
 from slowave.service.commands import Claim
-from slowave.service.results import ItemError
 from slowave.v1 import memory_service_pb2 as pb
 from slowave.v1 import resources_pb2 as res
+from slowave.v1.resources_pb2 import ItemError
 
 SCOPE = "project:alpha"
 
@@ -842,3 +843,71 @@ def test_commit_validation_reports_everything_at_once():
     assert sorted(violations(commit_command, req)) == sorted(
         ["final_goal", "outcome", "procedure", "trajectory", "trajectory[0].summary"]
     )
+
+
+# --------------------------------------------------------------------------- vocabularies
+# Validation reads its vocabularies from the enum descriptors: a value added to the proto is
+# accepted without a Python edit. The expected word is spelled here from the enum's own name.
+
+
+def defined(enum, *, but: tuple[str, ...] = ()) -> list[tuple[int, str]]:
+    prefix = re.sub(r"(?<!^)(?=[A-Z])", "_", enum.DESCRIPTOR.name).upper() + "_"
+    words = [(v.number, v.name.removeprefix(prefix).lower()) for v in enum.DESCRIPTOR.values if v.number]
+    return [(n, w) for n, w in words if w not in but]
+
+
+@pytest.mark.parametrize(("number", "word"), defined(res.MemoryType))
+def test_every_memory_type_is_accepted(number, word):
+    assert remember_command(remember_req(content="c", type=number)).claims[0].type == word
+
+
+@pytest.mark.parametrize(("number", "word"), defined(res.EvidenceMode))
+def test_every_evidence_mode_is_accepted(number, word):
+    assert recall_command(recall_req(query="q", evidence_mode=number)).evidence_mode == word
+
+
+@pytest.mark.parametrize(("number", "word"), defined(pb.Coverage))
+def test_every_coverage_is_accepted(number, word):
+    assert feedback_command(pb.FeedbackRequest(retrieval_id="ctx_a", coverage=number)).items[0].coverage == word
+
+
+@pytest.mark.parametrize(("number", "word"), defined(res.Outcome, but=("unknown",)))
+def test_every_outcome_an_agent_may_claim_is_accepted(number, word):
+    assert commit_command(commit_req(outcome=number)).outcome == word
+
+
+@pytest.mark.parametrize(("number", "word"), defined(res.VerificationStatus))
+def test_every_verification_status_is_accepted(number, word):
+    assert commit_command(commit_req(verification=verification(status=number))).verification_status == word
+
+
+@pytest.mark.parametrize(("number", "word"), defined(pb.TrajectoryKind))
+def test_every_trajectory_kind_is_accepted(number, word):
+    assert commit_command(commit_req(trajectory=[entry(kind=number)])).trajectory[0].kind == word
+
+
+@pytest.mark.parametrize(("number", "word"), defined(pb.TrajectoryStatus))
+def test_every_trajectory_status_is_accepted(number, word):
+    assert commit_command(commit_req(trajectory=[entry(status=number)])).trajectory[0].status == word
+
+
+@pytest.mark.parametrize(
+    ("field", "enum"),
+    [
+        ("assessment", pb.MemoryAssessment),
+        ("stale_reason", pb.StaleReason),
+        ("relevance", pb.Relevance),
+        ("effect", res.Effect),
+    ],
+)
+def test_every_memory_label_is_read_as_its_word(field, enum):
+    for number, word in defined(enum):
+        item = feedback_command(pb.FeedbackRequest(retrieval_id="ctx_a", memory_feedback=[mf(**{field: number})]))
+        assert getattr(item.items[0].memory_feedback[0], field) == word
+
+
+@pytest.mark.parametrize(("field", "enum"), [("use", pb.ProcedureUse), ("effect", res.Effect)])
+def test_every_procedure_label_is_read_as_its_word(field, enum):
+    for number, word in defined(enum):
+        item = feedback_command(pb.FeedbackRequest(retrieval_id="ctx_a", procedure_feedback=[pf(**{field: number})]))
+        assert getattr(item.items[0].procedure_feedback[0], field) == word

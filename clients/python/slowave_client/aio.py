@@ -92,7 +92,7 @@ class AsyncClient:
             return await method(
                 call.request,
                 timeout=attempt_timeout,
-                metadata=self.policy.metadata,
+                metadata=self.policy.metadata(),
                 wait_for_ready=self.policy.wait_for_ready,
             )
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
+from google.protobuf.descriptor import EnumDescriptor
 from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2
 
@@ -246,7 +247,8 @@ def commit(
 def health(service: str = "") -> PreparedCall[str]:
     """The gRPC health protocol: `serving`, `not_serving`, `unknown` (`service_unknown` is handled by
     the clients, since the protocol reports it as NOT_FOUND)."""
-    status_enum = health_pb2.HealthCheckResponse.DESCRIPTOR.enum_types_by_name["ServingStatus"]
+    # The health stubs type DESCRIPTOR as the upb implementation's class; it is an EnumDescriptor.
+    status_enum = cast(EnumDescriptor, health_pb2.HealthCheckResponse.DESCRIPTOR.enum_types_by_name["ServingStatus"])
     return PreparedCall(
         HEALTH_CHECK,
         health_pb2.HealthCheckRequest(service=service),

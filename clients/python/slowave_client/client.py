@@ -20,7 +20,7 @@ from google.protobuf.message import Message
 
 from slowave_client import calls
 from slowave_client.calls import MemoryFeedback, PreparedCall
-from slowave_client.connection import DEFAULT_TARGET, TlsConfig, auth_metadata, open_channel
+from slowave_client.connection import DEFAULT_TARGET, TlsConfig, auth_metadata, open_channel, trace_metadata
 from slowave_client.errors import NotFound
 from slowave_client.inputs import (
     Enum,
@@ -58,11 +58,15 @@ class CallPolicy:
         wait_for_ready: bool,
         on_retry: Callable[[RetryEvent], None] | None,
     ) -> None:
-        self.metadata = auth_metadata(api_key)
+        self._auth = auth_metadata(api_key)
         self.timeout = timeout
         self.retry = retry if retry is not None else RetryPolicy()
         self.wait_for_ready = wait_for_ready
         self.on_retry = on_retry
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """A call's metadata: the API key, and the caller's trace context at the time of the call."""
+        return (*self._auth, *trace_metadata())
 
     def attempts(self, call: PreparedCall[Any], timeout: float | None) -> Attempts:
         return Attempts(
@@ -136,7 +140,7 @@ class Client:
             return method(
                 call.request,
                 timeout=attempt_timeout,
-                metadata=self.policy.metadata,
+                metadata=self.policy.metadata(),
                 wait_for_ready=self.policy.wait_for_ready,
             )
 

@@ -115,3 +115,20 @@ def auth_metadata(api_key: str | None) -> tuple[tuple[str, str], ...]:
     if any(c.isspace() or not c.isprintable() or not c.isascii() for c in key):
         raise ValueError("an API key must be printable ASCII without white space")
     return (("authorization", f"Bearer {key}"),)
+
+
+def trace_metadata() -> tuple[tuple[str, str], ...]:
+    """The current OpenTelemetry context as W3C `traceparent` / `tracestate` / `baggage` metadata,
+    so that the server's span of the call continues the caller's trace; nothing when no span is
+    active or OpenTelemetry is not installed."""
+    if _propagate is None:
+        return ()
+    carrier: dict[str, str] = {}
+    _propagate.inject(carrier)
+    return tuple(carrier.items())
+
+
+try:
+    from opentelemetry import propagate as _propagate
+except ImportError:  # the API is a dependency of the SDK, but a trimmed environment may lack it
+    _propagate = None  # type: ignore[assignment]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
@@ -184,31 +184,51 @@ _BY_STATUS: dict[grpc.StatusCode, type[SlowaveError]] = {
 }
 
 
+@dataclass(frozen=True)
+class StatusDetails:
+    """The details of a `google.rpc.Status` that the contract defines, unpacked; None when absent."""
+
+    info: error_details_pb2.ErrorInfo | None = None
+    bad_request: error_details_pb2.BadRequest | None = None
+    incomplete: errors_pb2.IncompleteFeedback | None = None
+    retry: error_details_pb2.RetryInfo | None = None
+
+
+_DETAILS: dict[str, Any] = {
+    "info": error_details_pb2.ErrorInfo,
+    "bad_request": error_details_pb2.BadRequest,
+    "incomplete": errors_pb2.IncompleteFeedback,
+    "retry": error_details_pb2.RetryInfo,
+}
+
+
+def unpack_details(status: status_pb2.Status | None) -> StatusDetails:
+    """Shared with the MCP bridge, which renders the same details as the seed's JSON."""
+    found: dict[str, Any] = {}
+    for packed in status.details if status is not None else ():
+        for name, kind in _DETAILS.items():
+            if packed.Is(kind.DESCRIPTOR):
+                found[name] = kind()
+                packed.Unpack(found[name])
+    return StatusDetails(**found)
+
+
 def error_from_status(status: grpc.StatusCode, message: str, details: status_pb2.Status | None) -> SlowaveError:
     """Builds the typed error from a status code, its message and the decoded rich status (if any)."""
-    info: error_details_pb2.ErrorInfo | None = None
-    violations: list[FieldViolation] = []
-    outstanding: list[OutstandingRetrieval] | None = None
-    retry_delay: float | None = None
-    for packed in details.details if details is not None else ():
-        if packed.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            packed.Unpack(info)
-        elif packed.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad = error_details_pb2.BadRequest()
-            packed.Unpack(bad)
-            violations = [FieldViolation(v.field, v.description) for v in bad.field_violations]
-        elif packed.Is(errors_pb2.IncompleteFeedback.DESCRIPTOR):
-            owed = errors_pb2.IncompleteFeedback()
-            packed.Unpack(owed)
-            outstanding = [
-                OutstandingRetrieval(o.retrieval_id, tuple(o.memory_ids), tuple(o.procedure_ids))
-                for o in owed.outstanding
-            ]
-        elif packed.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
-            retry = error_details_pb2.RetryInfo()
-            packed.Unpack(retry)
-            retry_delay = retry.retry_delay.ToTimedelta().total_seconds()
+    unpacked = unpack_details(details)
+    info = unpacked.info
+    bad = unpacked.bad_request
+    violations = [FieldViolation(v.field, v.description) for v in bad.field_violations] if bad is not None else []
+    outstanding = (
+        [
+            OutstandingRetrieval(o.retrieval_id, tuple(o.memory_ids), tuple(o.procedure_ids))
+            for o in unpacked.incomplete.outstanding
+        ]
+        if unpacked.incomplete is not None
+        else None
+    )
+    retry = unpacked.retry
+    retry_delay = retry.retry_delay.ToTimedelta().total_seconds() if retry is not None else None
 
     if info is not None:
         reason: str | None = info.reason
@@ -248,7 +268,8 @@ def error_from_rpc(error: grpc.RpcError) -> SlowaveError:
     code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
     message = (error.details() if hasattr(error, "details") else None) or str(code.name)
     try:
-        details = rpc_status.from_call(error)
+        # A failed call's RpcError is also its grpc.Call (the stubs type the two apart).
+        details = rpc_status.from_call(cast(grpc.Call, error))
     except (ValueError, AttributeError, TypeError):
         # A status-details trailer inconsistent with the call's status is not trusted (grpc_status
         # raises on the mismatch); the bare status is still meaningful.

@@ -1,9 +1,11 @@
-"""Plain Python values ↔ protobuf: enums, Struct, Timestamp, and whole messages from dicts.
+"""Plain Python values ↔ protobuf: enums, Struct, Timestamp, and whole messages from dicts. The
+MCP bridge reads enum words and Structs with these functions too.
 
 Dict keys are protobuf field names (the same keys the contract's JSON bridge uses), so a request can
 be written once as a dict, a JSON document or keyword arguments. Enum values may be given as the
 seed's lowercase names (`"used"`, `"no_effect"`), the full proto names (`"MEMORY_ASSESSMENT_USED"`)
 or the proto ints. `None` means "absent" everywhere, so keyword arguments can default to it.
+Every vocabulary is read from the enum descriptors.
 """
 
 from __future__ import annotations
@@ -35,16 +37,29 @@ def enum_prefix(enum: EnumDescriptor) -> str:
     return prefix
 
 
-def enum_name(enum: EnumDescriptor, number: int) -> str:
-    """The seed's spelling: lowercase, without prefix (`MEMORY_STATE_COLD_START` → `cold_start`).
-
-    The contract lets the service add enum values; one this client does not know is returned as
-    `unrecognized:<n>` instead of failing the whole response.
-    """
+def enum_word(enum: EnumDescriptor, number: int) -> str | None:
+    """The seed's spelling: lowercase, without prefix (`MEMORY_STATE_COLD_START` → `cold_start`);
+    None for a number the enum does not define (proto3 enums are open)."""
     value = enum.values_by_number.get(number)
-    if value is None:
-        return f"unrecognized:{number}"
-    return str(value.name)[len(enum_prefix(enum)) :].lower()
+    return None if value is None else str(value.name).removeprefix(enum_prefix(enum)).lower()
+
+
+def enum_words(enum: EnumDescriptor) -> tuple[str, ...]:
+    """The words of the defined values in declaration order, without `unspecified` (never valid input)."""
+    return tuple(str(v.name).removeprefix(enum_prefix(enum)).lower() for v in enum.values if v.number)
+
+
+def enum_number(enum: EnumDescriptor, word: str) -> int | None:
+    """The number of the value spelled exactly `word` (`no_effect`), else None."""
+    value = enum.values_by_name.get(enum_prefix(enum) + word.upper()) if word == word.lower() else None
+    return None if value is None else int(value.number)
+
+
+def enum_name(enum: EnumDescriptor, number: int) -> str:
+    """`enum_word`, except that a value this client does not know (the contract lets the service add
+    some) is returned as `unrecognized:<n>` instead of failing the whole response."""
+    word = enum_word(enum, number)
+    return f"unrecognized:{number}" if word is None else word
 
 
 def enum_value(enum: EnumDescriptor, value: str | int) -> int:
@@ -65,7 +80,7 @@ def enum_value(enum: EnumDescriptor, value: str | int) -> int:
         found = enum.values_by_name.get(candidate)
         if found is not None:
             return int(found.number)
-    choices = ", ".join(v.name[len(prefix) :].lower() for v in enum.values if v.number != 0)
+    choices = ", ".join(enum_words(enum))
     raise ValueError(f"unknown {enum.name} {value!r}; expected one of: {choices}")
 
 
@@ -85,7 +100,7 @@ def to_struct(value: Mapping[str, Any]) -> struct_pb2.Struct:
 
 def from_struct(struct: struct_pb2.Struct) -> dict[str, Any]:
     """Struct numbers are doubles; integral ones come back as ints, as the contract's canonical JSON
-    writes them (`{"retries": 3}` rather than `3.0`)."""
+    writes them (`{"retries": 3}` rather than `3.0`). A null (or a Value with no kind) is None."""
     return {key: _from_value(v) for key, v in struct.fields.items()}
 
 
@@ -132,9 +147,10 @@ def from_timestamp(ts: timestamp_pb2.Timestamp) -> datetime:
 
 
 def format_time(value: datetime) -> str:
-    """RFC 3339 in UTC with `Z`, as the JSON bridge renders times."""
-    text = value.astimezone(UTC).isoformat()
-    return text.replace("+00:00", "Z")
+    """RFC 3339 in UTC with `Z`, in protobuf's own JSON form of a Timestamp, as the JSON bridge
+    renders times."""
+    text: str = to_timestamp(value).ToJsonString()
+    return text
 
 
 # -------------------------------------------------------------------------------- whole messages

@@ -14,8 +14,10 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from google.protobuf import struct_pb2, timestamp_pb2
-from google.protobuf.descriptor import EnumDescriptor, FieldDescriptor
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
+
+from slowave_client.values import enum_number, enum_words
 
 EXTRA_KEY = "extra input is not permitted"
 
@@ -54,25 +56,6 @@ class Problem:
 
 def join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
-
-
-def enum_prefix(descriptor: EnumDescriptor) -> str:
-    """`MEMORY_ASSESSMENT_` for MemoryAssessment: every enum's zero value is `<PREFIX>UNSPECIFIED`."""
-    return descriptor.values_by_number[0].name[: -len("UNSPECIFIED")]
-
-
-def enum_words(descriptor: EnumDescriptor) -> list[str]:
-    """The JSON words of an enum, in declaration order, without `unspecified` (never valid input)."""
-    prefix = enum_prefix(descriptor)
-    return [v.name[len(prefix) :].lower() for v in descriptor.values if v.number != 0]
-
-
-def enum_word(descriptor: EnumDescriptor, number: int) -> str | int:
-    """The JSON word of a value; an undefined number (enums are open on the wire) stays a number."""
-    value = descriptor.values_by_number.get(number)
-    if value is None:
-        return number
-    return value.name[len(enum_prefix(descriptor)) :].lower()
 
 
 def fill_message(
@@ -164,15 +147,13 @@ def _scalar(msg: Message, fd: FieldDescriptor, value: Any, path: str, problems: 
 
 
 def _enum(msg: Message, fd: FieldDescriptor, value: Any, path: str, problems: list[Problem]) -> int | None:
-    words = enum_words(fd.enum_type)
-    if not isinstance(value, str):
-        problems.append(Problem(path, f"must be one of: {', '.join(words)}"))
-        return None
-    if value in words:
-        return fd.enum_type.values_by_name[enum_prefix(fd.enum_type) + value.upper()].number
-    if (msg.DESCRIPTOR.full_name, fd.name) in LABEL_FIELDS:
+    # `unspecified` is what an absent value means, never valid input.
+    number = enum_number(fd.enum_type, value) if isinstance(value, str) and value != "unspecified" else None
+    if number is not None:
+        return number
+    if isinstance(value, str) and (msg.DESCRIPTOR.full_name, fd.name) in LABEL_FIELDS:
         return 0
-    problems.append(Problem(path, f"must be one of: {', '.join(words)}"))
+    problems.append(Problem(path, f"must be one of: {', '.join(enum_words(fd.enum_type))}"))
     return None
 
 

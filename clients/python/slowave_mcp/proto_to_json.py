@@ -8,18 +8,16 @@ present; `optional` and message fields only when set. A failed call becomes
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import grpc
-from google.protobuf import struct_pb2, timestamp_pb2
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
-from google.rpc import error_details_pb2, status_pb2
+from google.rpc import status_pb2
 from grpc_status import rpc_status
 
-from slowave.v1 import errors_pb2
-from slowave_mcp.json_to_proto import enum_word
+from slowave_client.errors import unpack_details
+from slowave_client.values import enum_word, from_struct
 
 
 def render_message(msg: Message) -> dict[str, Any]:
@@ -36,34 +34,16 @@ def render_message(msg: Message) -> dict[str, Any]:
 
 
 def _value(fd: FieldDescriptor, value: Any) -> Any:
-    if fd.cpp_type == FieldDescriptor.CPPTYPE_MESSAGE:
-        if isinstance(value, timestamp_pb2.Timestamp):
-            return value.ToJsonString()
-        if isinstance(value, struct_pb2.Struct):
-            return _struct(value)
-        return render_message(value)
-    if fd.cpp_type == FieldDescriptor.CPPTYPE_ENUM:
-        return enum_word(fd.enum_type, value)
-    return value
-
-
-def _struct(struct: struct_pb2.Struct) -> dict[str, Any]:
-    return {k: _struct_value(v) for k, v in struct.fields.items()}
-
-
-def _struct_value(value: struct_pb2.Value) -> Any:
-    kind = value.WhichOneof("kind")
-    if kind == "struct_value":
-        return _struct(value.struct_value)
-    if kind == "list_value":
-        return [_struct_value(v) for v in value.list_value.values]
-    if kind == "number_value":
-        n = value.number_value
-        # Struct numbers are doubles; an integral one is shown as the integer the agent wrote.
-        return int(n) if math.isfinite(n) and n.is_integer() and abs(n) < 2**53 else n
-    if kind in ("string_value", "bool_value"):
-        return getattr(value, kind)
-    return None
+    if fd.enum_type is not None:
+        word = enum_word(fd.enum_type, value)
+        return value if word is None else word  # an undefined number (enums are open) stays a number
+    if fd.message_type is None:
+        return value
+    if fd.message_type.full_name == "google.protobuf.Timestamp":
+        return value.ToJsonString()
+    if fd.message_type.full_name == "google.protobuf.Struct":
+        return from_struct(value)
+    return render_message(value)
 
 
 # ------------------------------------------------------------------------------------------ errors
@@ -85,17 +65,8 @@ def render_rpc_error(err: grpc.RpcError) -> dict[str, Any]:
 
 
 def render_status(code: grpc.StatusCode, message: str, status: status_pb2.Status | None) -> dict[str, Any]:
-    info = bad = incomplete = None
-    for detail in status.details if status is not None else ():
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad = error_details_pb2.BadRequest()
-            detail.Unpack(bad)
-        elif detail.Is(errors_pb2.IncompleteFeedback.DESCRIPTOR):
-            incomplete = errors_pb2.IncompleteFeedback()
-            detail.Unpack(incomplete)
+    details = unpack_details(status)
+    info, bad, incomplete = details.info, details.bad_request, details.incomplete
     if info is None or "code" not in info.metadata:
         return _without_error_info(code, message)
     extra: dict[str, Any] = {}

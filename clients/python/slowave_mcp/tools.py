@@ -12,8 +12,8 @@ from typing import Any
 from google.protobuf import struct_pb2, timestamp_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+from slowave_client.values import enum_words
 from slowave_mcp.json_contract import TOOLS
-from slowave_mcp.json_to_proto import enum_words
 
 INSTRUCTIONS = """\
 Slowave is your long-term memory. It learns from your feedback. Run one cycle per task:
@@ -246,7 +246,7 @@ def _element_schema(fd: FieldDescriptor) -> dict[str, Any]:
             return {"type": "object"}
         return _object_schema(fd.message_type)
     if fd.cpp_type == FieldDescriptor.CPPTYPE_ENUM:
-        return {"type": "string", "enum": enum_words(fd.enum_type)}
+        return {"type": "string", "enum": list(enum_words(fd.enum_type))}
     if fd.cpp_type == FieldDescriptor.CPPTYPE_STRING:
         return {"type": "string"}
     if fd.cpp_type == FieldDescriptor.CPPTYPE_BOOL:

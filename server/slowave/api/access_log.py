@@ -5,7 +5,9 @@ classic `time level logger: message`. `SLOWAVE_LOG_LEVEL` (default INFO) sets th
 
 The access line of every unary RPC (logger `slowave.access`) has the fields `ts` (UTC, ISO 8601),
 `level`, `logger`, `msg` ("rpc"), `method` (`slowave.v1.MemoryService/Activate`), `code`
-(`OK`, `INVALID_ARGUMENT`…), `latency_ms`, `tenant`, `session_id`, `request_id` and `peer`. It never
+(`OK`, `INVALID_ARGUMENT`…), `latency_ms`, `tenant`, `session_id`, `request_id`, `trace_id` and
+`peer`. `trace_id` is the call's OpenTelemetry trace (api.tracing) when tracing is on, else the
+caller's W3C `traceparent` trace id, else null: a line can be found from a trace either way. It never
 carries request or response contents (claims, tasks, summaries, feedback texts), at any level.
 Health checks are logged at DEBUG (orchestrators probe every few seconds); other calls at INFO, or
 WARNING / ERROR for codes that signal an overloaded or failing server. Every other log line written
@@ -30,10 +32,12 @@ from typing import Any
 import grpc
 
 from slowave.api import request_context
+from slowave.api.tracing import trace_id
 
 ACCESS_LOGGER = "slowave.access"
 REQUEST_ID_HEADER = "x-request-id"
 _PLAUSIBLE_ID = re.compile(r"[\x21-\x7e]{1,128}")
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
 
 _ERROR_CODES = frozenset(
     {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.DATA_LOSS, grpc.StatusCode.UNIMPLEMENTED}
@@ -117,6 +121,16 @@ def _request_id(metadata: Any) -> str:
     return os.urandom(16).hex()
 
 
+def _caller_trace_id(metadata: Any) -> str | None:
+    for key, value in metadata or ():
+        if key == "traceparent" and isinstance(value, str):
+            match = _TRACEPARENT.fullmatch(value.strip())
+            if match and match.group(1) != "0" * 32:
+                return match.group(1)
+            break
+    return None
+
+
 def _session_of(message: Any) -> str | None:
     """The session a request names or a response reports (Feedback: its scalar record's session)."""
     descriptor = getattr(type(message), "DESCRIPTOR", None)
@@ -147,6 +161,7 @@ class AccessLogInterceptor(grpc.ServerInterceptor):
         method = handler_call_details.method.lstrip("/")
         ok_level = logging.DEBUG if method.startswith("grpc.health.") else logging.INFO
         request_id = _request_id(handler_call_details.invocation_metadata)
+        caller_trace = _caller_trace_id(handler_call_details.invocation_metadata)
         behavior = handler.unary_unary
         log = self.log
 
@@ -180,6 +195,7 @@ class AccessLogInterceptor(grpc.ServerInterceptor):
                         session_id = request_context.session_id.get() or _session_of(response)
                         tenant = request_context.tenant.get()
                         peer = context.peer()
+                        trace = trace_id() or caller_trace
                         fields = {
                             "method": method,
                             "code": code.name,
@@ -187,6 +203,7 @@ class AccessLogInterceptor(grpc.ServerInterceptor):
                             "tenant": tenant,
                             "session_id": session_id,
                             "request_id": request_id,
+                            "trace_id": trace,
                             "peer": peer,
                         }
                         # makeRecord + handle: Logger.log would walk the stack for a caller nobody reads.
@@ -195,8 +212,8 @@ class AccessLogInterceptor(grpc.ServerInterceptor):
                             level,
                             "access_log",
                             0,
-                            "rpc %s %s %.3fms tenant=%s session_id=%s request_id=%s peer=%s",
-                            (method, code.name, latency * 1000, tenant, session_id, request_id, peer),
+                            "rpc %s %s %.3fms tenant=%s session_id=%s request_id=%s trace_id=%s peer=%s",
+                            (method, code.name, latency * 1000, tenant, session_id, request_id, trace, peer),
                             None,
                             extra={"rpc": fields},
                         )

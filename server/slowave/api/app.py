@@ -6,6 +6,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from concurrent import futures
 from dataclasses import dataclass
 
@@ -13,10 +14,14 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from slowave import tracing
 from slowave.api.access_log import AccessLogInterceptor, configure_logging
 from slowave.api.auth import StartupRefused, prepare_security
+from slowave.api.drain import DrainInterceptor
 from slowave.api.metrics import Metrics, MetricsInterceptor
+from slowave.api.request_budget import RequestBudgetInterceptor
 from slowave.api.servicer import MemoryServicer
+from slowave.api.tracing import TracingInterceptor
 from slowave.api.undecodable import UndecodableRequestInterceptor
 from slowave.clock import Clock, DatabaseClock, SystemClock
 from slowave.config import Settings
@@ -53,6 +58,8 @@ class RunningServer:
     ctx: ServiceContext
     metrics: Metrics
     health: health.HealthServicer
+    drain: DrainInterceptor
+    request_budget: RequestBudgetInterceptor
     reaper: Reaper
     consolidator: Consolidator
     gauges: GaugeRefresher
@@ -61,9 +68,14 @@ class RunningServer:
     _metrics_http: object | None = None
 
     def stop(self, grace: float | None = None) -> None:
-        """Graceful: health NOT_SERVING, in-flight calls finish within `grace`, then workers and pool."""
+        """Graceful: health NOT_SERVING and new calls UNAVAILABLE (api.drain), in-flight calls
+        finish within `grace`, then gRPC stops, then the workers and the pool."""
+        grace = grace if grace is not None else self.ctx.settings.shutdown_grace_seconds
+        deadline = time.monotonic() + grace
         self.health.enter_graceful_shutdown()
-        self.server.stop(grace if grace is not None else self.ctx.settings.shutdown_grace_seconds).wait()
+        self.drain.begin()
+        self.drain.wait_idle(grace)
+        self.server.stop(max(0.0, deadline - time.monotonic())).wait()
         self.reaper.stop()
         self.consolidator.stop()
         self.gauges.stop()
@@ -72,9 +84,13 @@ class RunningServer:
         if self._metrics_http is not None:
             self._metrics_http.shutdown()  # type: ignore[attr-defined]
         self.ctx.db.dispose()
+        if self.ctx.settings.tracing:
+            tracing.shutdown()
 
 
 def start_server(settings: Settings, clock: Clock | None = None) -> RunningServer:
+    if settings.tracing:
+        tracing.configure_exporter()
     db = Database(settings.database_url, settings.pool)
     db.migrate()
     if clock is None:
@@ -90,13 +106,17 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
         db.dispose()
         raise
 
+    drain, request_budget = DrainInterceptor(), RequestBudgetInterceptor()
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="slowave-rpc"),
         # The first runs outermost: the access line covers every call, authentication refusals included.
         interceptors=[
+            *([TracingInterceptor()] if settings.tracing else []),
             AccessLogInterceptor(),
             MetricsInterceptor(metrics),
             security.interceptor,
+            drain,
+            request_budget,
             UndecodableRequestInterceptor(),
         ],
         options=_SERVER_OPTIONS,
@@ -126,6 +146,8 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
         ctx,
         metrics,
         health_servicer,
+        drain,
+        request_budget,
         reaper,
         consolidator,
         gauges,

@@ -26,20 +26,14 @@ import grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from sqlalchemy import Engine, event
 
-from slowave.api.protovalues import enum_word
 from slowave.domain.errors import DomainError
+from slowave.service.messages import enum_word, enum_words
 from slowave.v1 import memory_service_pb2 as pb
 from slowave.v1 import resources_pb2 as res
 
-
-def _words(descriptor: Any) -> tuple[str, ...]:
-    """The defined values of a contract enum, without the zero value (`used`, `superseded`, …)."""
-    return tuple(enum_word(descriptor, v.number) for v in descriptor.values if v.number)
-
-
-MEMORY_ASSESSMENTS = _words(pb.MemoryAssessment.DESCRIPTOR)
-STALE_REASONS = _words(pb.StaleReason.DESCRIPTOR)
-EFFECTS = _words(res.Effect.DESCRIPTOR)
+MEMORY_ASSESSMENTS = enum_words(pb.MemoryAssessment.DESCRIPTOR)
+STALE_REASONS = enum_words(pb.StaleReason.DESCRIPTOR)
+EFFECTS = enum_words(res.Effect.DESCRIPTOR)
 TARGET_KINDS = ("memory", "procedure")
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -211,16 +205,15 @@ class Metrics:
         self.exposed.labels("procedure").inc(len(result.procedures))
 
     def stored_claims(self, results: list) -> None:
-        for res_ in results:
-            disposition = getattr(res_, "disposition", None)
-            if disposition:
-                self.remembered.labels(disposition).inc()
+        for result in results:
+            if isinstance(result, pb.RememberResult):
+                self.remembered.labels(enum_word(pb.Disposition.DESCRIPTOR, result.disposition)).inc()
 
     def feedback(self, cmd: Any, results: list) -> None:
         for item, res_ in zip(cmd.items, results):
-            if not hasattr(res_, "accepted_event_ids"):
+            if not isinstance(res_, pb.FeedbackRecord):
                 continue
-            rejected_ids = {(x.target_kind, x.target_id) for x in res_.rejected}
+            rejected_ids = {(enum_word(pb.TargetKind.DESCRIPTOR, x.target_kind), x.target_id) for x in res_.rejected}
             for e in item.memory_feedback:
                 if ("memory", e.memory_id) in rejected_ids:
                     continue
@@ -239,7 +232,11 @@ class Metrics:
             self.missing.inc(len(res_.missing))
 
     def committed(self, result: Any) -> None:
-        self.commits.labels(result.outcome, result.operation, result.verification_status).inc()
+        self.commits.labels(
+            enum_word(res.Outcome.DESCRIPTOR, result.outcome),
+            enum_word(pb.CommitOperation.DESCRIPTOR, result.operation),
+            enum_word(res.VerificationStatus.DESCRIPTOR, result.verification_status),
+        ).inc()
 
     # -- recorded by the reaper after each sweep
 

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
 from slowave.api import request_context, validation
-from slowave.api.convert import to_message
 from slowave.api.metrics import Metrics
 from slowave.api.status import abort, internal_status, to_status
 from slowave.domain.errors import DomainError
@@ -19,10 +19,10 @@ from slowave.service.context import ServiceContext
 from slowave.service.feedback import feedback
 from slowave.service.recall import recall
 from slowave.service.remember import remember
-from slowave.service.results import ItemError
 from slowave.storage.database import CallerGone, caller_deadline
 from slowave.v1 import memory_service_pb2 as pb
 from slowave.v1 import memory_service_pb2_grpc as pb_grpc
+from slowave.v1 import resources_pb2 as res
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -65,7 +65,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         def call() -> pb.ActivateResponse:
             result = activate(self.ctx, self._tenant(context), validation.activate_command(request))
             self.metrics.retrieval(result)
-            return to_message(result, pb.ActivateResponse())
+            return result
 
         return self._run(context, call)
 
@@ -75,12 +75,9 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             results = remember(self.ctx, self._tenant(context), cmd)
             self.metrics.stored_claims(results)
             if not cmd.batch:
-                return pb.RememberResponse(memory=to_message(results[0], pb.RememberResult()))
-            batch = pb.RememberBatch()
-            for i, res in enumerate(results):
-                item = batch.results.add(index=i)
-                to_message(res, item.error if isinstance(res, ItemError) else item.data)
-            return pb.RememberResponse(batch=batch)
+                return pb.RememberResponse(memory=results[0])
+            items = [pb.RememberItemResult(index=i, **_outcome(r)) for i, r in enumerate(results)]
+            return pb.RememberResponse(batch=pb.RememberBatch(results=items))
 
         return self._run(context, call)
 
@@ -88,7 +85,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         def call() -> pb.RecallResponse:
             result = recall(self.ctx, self._tenant(context), validation.recall_command(request))
             self.metrics.retrieval(result)
-            return to_message(result, pb.RecallResponse())
+            return result
 
         return self._run(context, call)
 
@@ -98,12 +95,9 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             results = feedback(self.ctx, self._tenant(context), cmd)
             self.metrics.feedback(cmd, results)
             if not cmd.batch:
-                return pb.FeedbackResponse(record=to_message(results[0], pb.FeedbackRecord()))
-            batch = pb.FeedbackBatch()
-            for res in results:
-                item = batch.results.add()
-                to_message(res, item.error if isinstance(res, ItemError) else item.data)
-            return pb.FeedbackResponse(batch=batch)
+                return pb.FeedbackResponse(record=results[0])
+            items = [pb.FeedbackItemResult(**_outcome(r)) for r in results]
+            return pb.FeedbackResponse(batch=pb.FeedbackBatch(results=items))
 
         return self._run(context, call)
 
@@ -112,9 +106,14 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             result = commit(self.ctx, self._tenant(context), validation.commit_command(request))
             self.metrics.committed(result)
             self.on_commit()
-            return to_message(result, pb.CommitResponse())
+            return result
 
         return self._run(context, call)
+
+
+def _outcome(result: Message) -> dict[str, Message]:
+    """A batch item's `result` oneof: the item's data, or the error that failed it."""
+    return {"error": result} if isinstance(result, res.ItemError) else {"data": result}
 
 
 def _caller_waiting(context: grpc.ServicerContext) -> bool:

@@ -26,6 +26,8 @@ _STATUS = {
     e.ScopeMismatch: code_pb2.FAILED_PRECONDITION,
     e.IncompleteFeedback: code_pb2.FAILED_PRECONDITION,
     e.StorageUnavailable: code_pb2.UNAVAILABLE,
+    e.ShuttingDown: code_pb2.UNAVAILABLE,
+    e.Overloaded: code_pb2.RESOURCE_EXHAUSTED,
     e.Unauthenticated: code_pb2.UNAUTHENTICATED,
     e.PermissionDenied: code_pb2.PERMISSION_DENIED,
 }
@@ -52,7 +54,7 @@ def to_status(error: e.DomainError) -> status_pb2.Status:
                 ]
             )
         )
-    elif isinstance(error, e.StorageUnavailable):
+    elif isinstance(error, e.StorageUnavailable | e.ShuttingDown | e.Overloaded):
         retry = error_details_pb2.RetryInfo()
         retry.retry_delay.FromMilliseconds(500)
         details.append(retry)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from google.protobuf.message import Message
 
-from slowave.api.protovalues import enum_word, struct_to_python, timestamp_to_datetime
+from slowave.api.protovalues import struct_to_python, timestamp_to_datetime
 from slowave.domain.errors import Violation, require_no_violations
 from slowave.domain.feedback_entries import UNSPECIFIED, FeedbackItem, MemoryEntry, ProcedureEntry
 from slowave.domain.identifiers import CONTINUITY_PATTERN
@@ -36,7 +36,7 @@ from slowave.service.commands import (
     RememberCommand,
     TrajectoryStep,
 )
-from slowave.service.results import ItemError
+from slowave.service.messages import enum_word, enum_words
 from slowave.v1 import memory_service_pb2 as pb
 from slowave.v1 import resources_pb2 as res
 
@@ -103,9 +103,7 @@ def activate_command(req: pb.ActivateRequest) -> ActivateCommand:
 
 # ------------------------------------------------------------------------------------------ Remember
 
-_MEMORY_TYPES = tuple(
-    enum_word(res.MemoryType.DESCRIPTOR, n) for n in res.MemoryType.values() if n != res.MEMORY_TYPE_UNSPECIFIED
-)
+_MEMORY_TYPES = enum_words(res.MemoryType.DESCRIPTOR)
 
 
 def _claim(v: list[Violation], prefix: str, content: str | None, type_number: int | None, occurred_at) -> Claim | None:
@@ -144,7 +142,7 @@ def remember_command(req: pb.RememberRequest) -> RememberCommand:
     return RememberCommand(session_id, scope, claims, batch)  # type: ignore[arg-type]
 
 
-def _remember_item(i: int, item: pb.RememberItem) -> Claim | ItemError:
+def _remember_item(i: int, item: pb.RememberItem) -> Claim | res.ItemError:
     v: list[Violation] = []
     occurred = _timestamp(v, f"memories[{i}].occurred_at", item, "occurred_at")
     claim = _claim(v, f"memories[{i}].", item.content, item.type, occurred)
@@ -153,14 +151,15 @@ def _remember_item(i: int, item: pb.RememberItem) -> Claim | ItemError:
     return claim
 
 
-def _item_error(v: list[Violation]) -> ItemError:
+def _item_error(v: list[Violation]) -> res.ItemError:
     detail = "; ".join(f"{x.path}: {x.description}" for x in v)
-    return ItemError("invalid_input", f"invalid item: {detail}", False)
+    return res.ItemError(code="invalid_input", message=f"invalid item: {detail}", retryable=False)
 
 
 # ------------------------------------------------------------------------------------------ Recall
 
-_EVIDENCE_MODES = ("unspecified", "references", "full")
+# Unset means REFERENCES (proto).
+_EVIDENCE_MODES = enum_words(res.EvidenceMode.DESCRIPTOR, with_unspecified=True)
 
 
 def recall_command(req: pb.RecallRequest) -> RecallCommand:
@@ -237,14 +236,18 @@ def feedback_command(req: pb.FeedbackRequest) -> FeedbackCommand:
     raise AssertionError("unreachable")
 
 
+# Unset means PARTIAL (proto).
+_COVERAGES = enum_words(pb.Coverage.DESCRIPTOR, with_unspecified=True)
+
+
 def _coverage(v: list[Violation], path: str, msg: Message) -> str:
     if not _has(msg, "coverage"):
         return "partial"
-    word = _enum(v, path, pb.Coverage.DESCRIPTOR, msg.coverage, ("unspecified", "partial", "complete"))
+    word = _enum(v, path, pb.Coverage.DESCRIPTOR, msg.coverage, _COVERAGES)
     return "complete" if word == "complete" else "partial"
 
 
-def _batch_item(i: int, item: pb.FeedbackItem) -> FeedbackItem | ItemError:
+def _batch_item(i: int, item: pb.FeedbackItem) -> FeedbackItem | res.ItemError:
     v: list[Violation] = []
     coverage = _coverage(v, f"items[{i}].coverage", item)
     parsed = _feedback_item(v, f"items[{i}].", item, coverage)
@@ -300,10 +303,12 @@ def _feedback_item(v: list[Violation], prefix: str, msg: Message, coverage: str)
 
 # ------------------------------------------------------------------------------------------ Commit
 
-_OUTCOMES = ("success", "partial", "failure")
-_VERIFICATION = ("verified", "partially_verified", "unverified")
-_KINDS = ("action", "observation")
-_STATUSES = ("unspecified", "started", "succeeded", "failed", "unknown")
+# UNKNOWN is the reaper's outcome for a session nobody committed; an agent cannot claim it.
+_OUTCOMES = tuple(w for w in enum_words(res.Outcome.DESCRIPTOR) if w != "unknown")
+_VERIFICATION = enum_words(res.VerificationStatus.DESCRIPTOR)
+_KINDS = enum_words(pb.TrajectoryKind.DESCRIPTOR)
+# Unset means UNKNOWN (proto).
+_STATUSES = enum_words(pb.TrajectoryStatus.DESCRIPTOR, with_unspecified=True)
 
 
 def commit_command(req: pb.CommitRequest) -> CommitCommand:

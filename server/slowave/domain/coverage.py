@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-Target = tuple[str, str]  # (kind, id) with kind "memory" or "procedure"
+from slowave.domain.exposure import Target
 
 
 @dataclass(frozen=True)

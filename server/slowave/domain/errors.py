@@ -76,6 +76,18 @@ class StorageUnavailable(DomainError):
     reason, code, retryable = "INTERNAL_ERROR", "internal_error", True
 
 
+class ShuttingDown(DomainError):
+    """The server is draining: another replica (or this one, restarted) will answer the call."""
+
+    reason, code, retryable = "INTERNAL_ERROR", "internal_error", True
+
+
+class Overloaded(DomainError):
+    """More work at once than the server takes; the same call succeeds a little later."""
+
+    reason, code, retryable = "RESOURCE_EXHAUSTED", "resource_exhausted", True
+
+
 class Unauthenticated(DomainError):
     """Keys are configured and the call carries no key, a malformed one, or one nobody holds."""
 

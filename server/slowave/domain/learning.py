@@ -184,10 +184,22 @@ class ProcedureEvidence:
     unknown: int = 0
 
     def add(self, use: str, effect: str | None) -> None:
-        """Counts one effective assessment; an effect carries weight only on a `used` row."""
-        setattr(self, use, getattr(self, use) + 1)
-        if use == "used" and effect in ("helped", "no_effect", "harmed", "unknown"):
-            setattr(self, effect, getattr(self, effect) + 1)
+        """Counts one effective assessment."""
+        for counter in procedure_counts(use, effect):
+            setattr(self, counter, getattr(self, counter) + 1)
+
+
+# Effects a procedure's evidence counts; the effect of a `not_used` or `unassessable` row carries
+# no weight (the procedure did not run).
+COUNTED_EFFECTS = ("helped", "no_effect", "harmed", "unknown")
+
+
+def procedure_counts(use: str, effect: str | None) -> tuple[str, ...]:
+    """The evidence counters one effective procedure assessment adds one to: its use, and its
+    effect when the procedure was used. Storage keeps them as `ev_<counter>` columns."""
+    if use == "used" and effect in COUNTED_EFFECTS:
+        return (use, effect)
+    return (use,)
 
 
 def procedure_learned(evidence: ProcedureEvidence, outcome: str, verification_status: str | None) -> float:

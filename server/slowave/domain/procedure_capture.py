@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from slowave.domain.learning import CAUTIONARY_CAVEAT
 
@@ -11,7 +12,7 @@ from slowave.domain.learning import CAUTIONARY_CAVEAT
 class CapturedProcedure:
     goal: str
     summary: str
-    context: dict
+    context: dict[str, Any]
     steps: list[str] = field(default_factory=list)
     caveats: list[str] = field(default_factory=list)
 
@@ -22,7 +23,12 @@ def describes_a_method(summary: str | None, steps: list[str]) -> bool:
 
 
 def capture(
-    goal: str | None, final_goal: str, summary: str | None, context: dict, steps: list[str], caveats: list[str]
+    goal: str | None,
+    final_goal: str,
+    summary: str | None,
+    context: dict[str, Any],
+    steps: list[str],
+    caveats: list[str],
 ) -> CapturedProcedure:
     return CapturedProcedure(goal or final_goal, summary or "", context, list(steps), list(caveats))
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import KeysView
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
@@ -51,7 +52,7 @@ def stored_counts(stored_terms: str | None) -> tuple[dict[str, int], int]:
     return _profile(stored_terms.split()) if stored_terms else ({}, 0)
 
 
-def word_set(text: str):
+def word_set(text: str) -> KeysView[str]:
     """Distinct terms of a stored text."""
     return term_counts(text)[0].keys()
 
@@ -99,7 +100,7 @@ class Cue:
         return f"{self.primary}\n{self.semantic}" if self.semantic else self.primary
 
 
-def coverage(cue_tokens: frozenset[str], text: str) -> float:
+def term_share(cue_tokens: frozenset[str], text: str) -> float:
     """Share of the item's distinct terms that the cue contains."""
     item = word_set(text)
     return len(item & cue_tokens) / len(item) if item else 0.0
@@ -235,8 +236,8 @@ def memory_relevance(cue: Cue, content: str, doc_counts: dict[str, int] | None =
 
 
 def text_relevance(cue: Cue, *texts: str) -> float:
-    """Relevance without an index score (procedures, gaps): the best coverage among the texts."""
-    return precise(max((coverage(cue.token_set, t) for t in texts if t), default=0.0))
+    """Relevance without an index score (procedures, gaps): the best term share among the texts."""
+    return precise(max((term_share(cue.token_set, t) for t in texts if t), default=0.0))
 
 
 @dataclass(frozen=True)

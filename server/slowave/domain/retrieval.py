@@ -8,8 +8,8 @@ this module does I/O. The pieces, in the order a retrieval applies them:
   the semantic channel's evidence when it is on (relevance.fused_relevance, the names rule; in full
   only where no candidate matches the cue's words), the admission test (threshold or floor), then
   the preference for memories that occurred on a date the cue names (domain.dates).
-* `stand_ins` — supersession: an admitted memory retired as `superseded` is represented by its
-  active replacement (pathway `redirect`), never twice.
+* supersession (domain.supersession): an admitted memory retired as `superseded` is represented
+  by its active replacement (pathway `redirect`), never twice.
 * `rank` — score = relevance + learned; order by score, relevance, memory number.
 * `Catalog` — at most `catalog_memories` memories and `catalog_procedures` procedures, frozen
   with their signals and sizes; stored as JSON with the retrieval and read back by pages.
@@ -17,7 +17,7 @@ this module does I/O. The pieces, in the order a retrieval applies them:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -122,35 +122,6 @@ class CandidateScoring:
         return out
 
 
-def stand_ins(
-    admitted: dict[int, float],
-    memories: dict[int, StoredMemory],
-    replacement: Callable[[StoredMemory], StoredMemory | None],
-) -> list[Candidate]:
-    """Admitted memories, each retired-as-superseded one replaced by its active successor (12.3).
-
-    A memory admitted on its own keeps its pathway `direct` and the better of its two relevances;
-    of several redirects to one memory the strongest stands (ties: the lowest superseded number).
-    `replacement` follows the supersession chain (storage I/O) and may return None."""
-    direct: dict[int, Candidate] = {}
-    redirects: list[Candidate] = []
-    for n, relevance in admitted.items():
-        if memories[n].status == "active":
-            direct[n] = Candidate(n, relevance)
-        else:
-            target = replacement(memories[n])
-            if target is not None:
-                memories[target.number] = target
-                redirects.append(Candidate(target.number, relevance, REDIRECT, n))
-    for c in sorted(redirects, key=lambda c: (-c.relevance, c.redirected_from)):
-        own = direct.get(c.number)
-        if own is None:
-            direct[c.number] = c
-        elif own.pathway == DIRECT:
-            own.relevance = max(own.relevance, c.relevance)
-    return list(direct.values())
-
-
 @dataclass(frozen=True)
 class CatalogMemory:
     """A memory frozen in a catalog, with its signals and rendered sizes."""
@@ -180,11 +151,11 @@ class CatalogProcedure:
     """When the procedure was stored (POSIX seconds): newer first among equal scores."""
 
 
-def memory_order(m: CatalogMemory) -> tuple:
+def memory_order(m: CatalogMemory) -> tuple[float, float, int]:
     return (-m.score, -m.relevance, m.n)
 
 
-def procedure_order(p: CatalogProcedure) -> tuple:
+def procedure_order(p: CatalogProcedure) -> tuple[float, float, str]:
     return (-p.score, -p.created, p.id)
 
 

@@ -15,6 +15,7 @@ from slowave.domain.errors import Violation
 from slowave.domain.text import NUL, NUL_VIOLATION
 
 MAX_DEPTH = 8
+DEPTH_VIOLATION = f"must be nested at most {MAX_DEPTH} levels deep"
 MAX_CANONICAL_BYTES = 16384
 _TASK_KEY = re.compile(r"^[a-z][a-z0-9_.:-]{0,63}$")
 _PROCEDURE_KEY_DISALLOWED = re.compile(r"[^a-z0-9_.:-]+")
@@ -72,9 +73,9 @@ def _dedup(items: list[Any]) -> list[Any]:
     return out
 
 
-def _check_size(violations: list[Violation], path: str, value: dict) -> None:
+def _check_size(violations: list[Violation], path: str, value: dict[str, Any]) -> None:
     if depth(value) > MAX_DEPTH:
-        violations.append(Violation(path, f"must be nested at most {MAX_DEPTH} levels deep"))
+        violations.append(Violation(path, DEPTH_VIOLATION))
         return
     size = len(canonical_json(value).encode("utf-8"))
     if size > MAX_CANONICAL_BYTES:
@@ -101,11 +102,11 @@ def _nul_violations(violations: list[Violation], path: str, value: Any) -> bool:
     return found
 
 
-def normalize_task_context(violations: list[Violation], path: str, value: dict) -> dict:
+def normalize_task_context(violations: list[Violation], path: str, value: dict[str, Any]) -> dict[str, Any]:
     """Strict rules for `task_context`: every deviation is a violation at its path."""
     start = len(violations)
     if depth(value) > MAX_DEPTH:
-        violations.append(Violation(path, f"must be nested at most {MAX_DEPTH} levels deep"))
+        violations.append(Violation(path, DEPTH_VIOLATION))
         return {}
     if _nul_violations(violations, path, value):
         return {}
@@ -123,7 +124,7 @@ def _bad_scalar(v: Any) -> str | None:
     return None
 
 
-def _normalize_task_object(violations: list[Violation], path: str, obj: dict) -> dict:
+def _normalize_task_object(violations: list[Violation], path: str, obj: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for raw_key, v in obj.items():
         key = raw_key.strip().lower()
@@ -156,14 +157,14 @@ def _normalize_task_object(violations: list[Violation], path: str, obj: dict) ->
     return out
 
 
-def normalize_procedure_context(violations: list[Violation], path: str, value: dict) -> dict:
+def normalize_procedure_context(violations: list[Violation], path: str, value: dict[str, Any]) -> dict[str, Any]:
     """Lenient rules for `procedure.context`: only depth, size and U+0000 are violations (spec 3.5)."""
     if depth(value) > MAX_DEPTH:
-        violations.append(Violation(path, f"must be nested at most {MAX_DEPTH} levels deep"))
+        violations.append(Violation(path, DEPTH_VIOLATION))
         return {}
     if _nul_violations(violations, path, value):
         return {}
-    normalized = _normalize_procedure_value(value)
+    normalized: dict[str, Any] = _normalize_procedure_value(value)  # a dict stays a dict
     _check_size(violations, path, normalized)
     return normalized
 
@@ -197,7 +198,7 @@ def _normalize_procedure_value(v: Any) -> Any:
 _DROP: Any = object()
 
 
-def merge_task_context(stored: dict, update: dict) -> dict:
+def merge_task_context(stored: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     """Recall's merge: top-level keys of the update overwrite."""
     merged = dict(stored)
     merged.update(update)

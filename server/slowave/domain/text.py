@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from slowave.domain.errors import Violation
 
@@ -51,6 +52,7 @@ def check_text(
         if required:
             violations.append(Violation(path, "must not be blank"))
         return None
+    assert value is not None  # is_blank(None) is true
     return value.strip()
 
 
@@ -66,10 +68,13 @@ def check_identifier(violations: list[Violation], path: str, value: str | None, 
         if required:
             violations.append(Violation(path, "is required"))
         return None
+    assert value is not None  # is_blank(None) is true
     return value.strip()
 
 
-def check_list_length(violations: list[Violation], path: str, values: list, limit: int = LIST_LIMIT) -> bool:
+def check_list_length(
+    violations: list[Violation], path: str, values: Sequence[object], limit: int = LIST_LIMIT
+) -> bool:
     if len(values) > limit:
         violations.append(Violation(path, f"must have at most {limit} entries"))
         return False

@@ -6,9 +6,9 @@ from slowave.domain.errors import InvalidInput, ScopeMismatch, Violation
 from slowave.domain.identifiers import new_activation_id, new_continuity_id, new_session_id
 from slowave.domain.relevance import Cue
 from slowave.domain.session_state import SessionState
-from slowave.service import results as r
 from slowave.service.commands import ActivateCommand
 from slowave.service.context import ServiceContext
+from slowave.service.messages import message
 from slowave.service.retrieval import (
     build_catalog,
     cue_number,
@@ -18,9 +18,10 @@ from slowave.service.retrieval import (
     policy_version,
     serve_page,
 )
+from slowave.v1 import memory_service_pb2 as pb
 
 
-def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> r.ActivateResponse:
+def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> pb.ActivateResponse:
     """All-or-nothing: a failed Activate leaves no session, retrieval, catalog or token behind."""
     limits = ctx.settings.limits
     cue = Cue(cmd.task, cmd.semantic_context)
@@ -82,19 +83,12 @@ def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> r.Activa
             uow, tenant, cmd.scope, cue
         )
         warnings += page.warnings
-    return r.ActivateResponse(
-        retrieval_id=retrieval_id,
+    return message(
+        pb.ActivateResponse,
+        **page.response_fields(),
         session_id=session_id,
         memory_state="cold_start" if cold else "available",
-        memories=page.memories,
-        procedures=page.procedures,
         warnings=warnings,
         continuity_id=continuity_id,
         continuity_state=continuity_state,
-        retrieval_policy_version=page.retrieval_policy_version,
-        relevant_total=page.relevant_total,
-        catalog_truncated=page.catalog_truncated,
-        more_available=page.more_available,
-        continue_from=page.continue_from,
-        accessible_field=page.accessible_field,
     )

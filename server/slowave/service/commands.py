@@ -7,7 +7,7 @@ from datetime import datetime
 
 from slowave.domain.feedback_entries import FeedbackItem
 from slowave.domain.procedure_capture import CapturedProcedure
-from slowave.service.results import ItemError
+from slowave.v1.resources_pb2 import ItemError
 
 
 @dataclass(frozen=True)

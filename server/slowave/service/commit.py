@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from slowave.domain.commit_gate import ExposedTarget, RetrievalExposure, enforce_commit_gate
 from slowave.domain.errors import IncompleteFeedback, SessionNotFound
@@ -12,14 +13,15 @@ from slowave.domain.session_note import session_note
 from slowave.domain.session_state import SessionState
 from slowave.domain.text import normalize_claim
 from slowave.domain.trajectory_filter import filter_lifecycle
-from slowave.service import results as r
 from slowave.service.commands import CommitCommand, TrajectoryStep
 from slowave.service.context import ServiceContext
 from slowave.service.episodes import form_episodes
+from slowave.service.messages import message
 from slowave.storage.unit_of_work import Row, UnitOfWork
+from slowave.v1 import memory_service_pb2 as pb
 
 
-def commit(ctx: ServiceContext, tenant: str, cmd: CommitCommand) -> r.CommitResponse:
+def commit(ctx: ServiceContext, tenant: str, cmd: CommitCommand) -> pb.CommitResponse:
     now = ctx.clock.now()
     refusal: IncompleteFeedback | None = None
     with ctx.db.transaction() as uow:
@@ -36,14 +38,24 @@ def commit(ctx: ServiceContext, tenant: str, cmd: CommitCommand) -> r.CommitResp
         if refusal is None:
             kept, filtered = filter_lifecycle([s.summary for s in cmd.trajectory])
             steps = [cmd.trajectory[i] for i in kept]
+            # Each path returns the response fields in which a close and an update differ.
             if session.state == SessionState.OPEN:
-                response = _close(uow, tenant, session, cmd, steps, now)
+                done = _close(uow, tenant, session, cmd, steps, now)
             else:
-                response = _update(uow, tenant, session, cmd, steps, now)
-            response.trajectory_lifecycle_filtered = filtered or None
+                done = _update(uow, tenant, session, cmd, steps, now)
             after = uow.sessions.get(tenant, session.id)
-            response.session_note = session_note(after.session_events, after.recall_calls)
-            response.procedure_id = after.procedure_id
+            response = message(
+                pb.CommitResponse,
+                session_id=session.id,
+                committed=True,
+                outcome=cmd.outcome,
+                verification_status=cmd.verification_status,
+                feedback_status="complete",
+                trajectory_lifecycle_filtered=filtered or None,
+                session_note=session_note(after.session_events, after.recall_calls),
+                procedure_id=after.procedure_id,
+                **done,
+            )
     if refusal is not None:
         raise refusal
     return response
@@ -73,7 +85,7 @@ def _completion(cmd: CommitCommand) -> dict:
 
 def _close(
     uow: UnitOfWork, tenant: str, session: Row, cmd: CommitCommand, steps: list[TrajectoryStep], now: datetime
-) -> r.CommitResponse:
+) -> dict[str, Any]:
     _store_trajectory(uow, tenant, session.id, steps, now)
     values = _completion(cmd)
     values.update(
@@ -88,12 +100,12 @@ def _close(
     uow.sessions.add_events(session.id, 1 + len(steps))  # completion record + stored entries
     formed = form_episodes(uow, tenant, session.id, [e.number for e in uow.events.of_session(session.id)], now)
     uow.consolidation.enqueue(tenant, session.id, now)
-    return r.CommitResponse(session.id, True, "closed", cmd.outcome, cmd.verification_status, "complete", formed)
+    return {"operation": "closed", "episodes_formed": formed}
 
 
 def _update(
     uow: UnitOfWork, tenant: str, session: Row, cmd: CommitCommand, steps: list[TrajectoryStep], now: datetime
-) -> r.CommitResponse:
+) -> dict[str, Any]:
     values = _completion(cmd)
     formed, ignored = 0, None
     if session.state == SessionState.REAPED and session.trajectory_stored is None and steps:
@@ -114,17 +126,7 @@ def _update(
     )
     if formed or summary_changed:
         uow.consolidation.enqueue(tenant, session.id, now)
-    return r.CommitResponse(
-        session.id,
-        True,
-        "updated",
-        cmd.outcome,
-        cmd.verification_status,
-        "complete",
-        formed,
-        already_ended=True,
-        trajectory_ignored=ignored,
-    )
+    return {"operation": "updated", "episodes_formed": formed, "already_ended": True, "trajectory_ignored": ignored}
 
 
 def _store_trajectory(

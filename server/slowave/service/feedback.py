@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from slowave.domain.assessment_effects import memory_effect
 from slowave.domain.coverage import apply_coverage
 from slowave.domain.errors import DomainError, RetrievalNotFound
 from slowave.domain.feedback_authorization import (
@@ -21,19 +22,21 @@ from slowave.domain.feedback_authorization import (
 )
 from slowave.domain.feedback_entries import FeedbackItem, MemoryEntry, ProcedureEntry
 from slowave.domain.identifiers import memory_number, new_feedback_event_id
-from slowave.domain.learning import applied_bucket, memory_unit
+from slowave.domain.learning import applied_bucket, procedure_counts
 from slowave.domain.session_state import SessionState
-from slowave.service import results as r
 from slowave.service.commands import FeedbackCommand
 from slowave.service.context import ServiceContext
 from slowave.service.knowledge_gaps import record_missing
 from slowave.service.learned import learned_adjustment
+from slowave.service.messages import message
 from slowave.storage.unit_of_work import Row, UnitOfWork
+from slowave.v1 import memory_service_pb2 as pb
+from slowave.v1 import resources_pb2 as res
 
 log = logging.getLogger(__name__)
 
 
-def feedback(ctx: ServiceContext, tenant: str, cmd: FeedbackCommand) -> list[r.FeedbackRecord | r.ItemError]:
+def feedback(ctx: ServiceContext, tenant: str, cmd: FeedbackCommand) -> list[pb.FeedbackRecord | res.ItemError]:
     if not cmd.batch:
         item = cmd.items[0]
         assert isinstance(item, FeedbackItem)
@@ -45,21 +48,25 @@ def feedback(ctx: ServiceContext, tenant: str, cmd: FeedbackCommand) -> list[r.F
     return [_batch_item(ctx, tenant, item) for item in cmd.items]
 
 
-def _batch_item(ctx: ServiceContext, tenant: str, item: FeedbackItem | r.ItemError) -> r.FeedbackRecord | r.ItemError:
+def _batch_item(
+    ctx: ServiceContext, tenant: str, item: FeedbackItem | res.ItemError
+) -> pb.FeedbackRecord | res.ItemError:
     """Items are processed in order, each in its own transaction; a failure fails that item only."""
-    if isinstance(item, r.ItemError):
+    if isinstance(item, res.ItemError):
         return item
     try:
         with ctx.db.transaction() as uow:
             retrieval = uow.retrievals.get(tenant, item.retrieval_id, lock=True)
             if retrieval is None:
-                return r.ItemError("not_found", f"retrieval {item.retrieval_id} not found", False)
+                return res.ItemError(
+                    code="not_found", message=f"retrieval {item.retrieval_id} not found", retryable=False
+                )
             return record_item(uow, tenant, retrieval, item, ctx.clock.now())
     except DomainError as exc:
-        return r.ItemError(exc.code, exc.message, exc.retryable)
+        return res.ItemError(code=exc.code, message=exc.message, retryable=exc.retryable)
     except Exception:
         log.exception("feedback batch item failed")
-        return r.ItemError("internal_error", "the item could not be recorded; retry it", True)
+        return res.ItemError(code="internal_error", message="the item could not be recorded; retry it", retryable=True)
 
 
 @dataclass
@@ -69,14 +76,14 @@ class _Call:
     cue: int | None  # the retrieval's cue: `applied` judges learned(m, q) for it (spec 12.1)
     cue_terms: frozenset[str]
     accepted_explicit: list[str] = field(default_factory=list)
-    rejected: list[r.RejectedTarget] = field(default_factory=list)
+    rejected: list[pb.RejectedTarget] = field(default_factory=list)
     accepted_now: set[tuple[str, str]] = field(default_factory=set)
     learned_before: dict[str, float] = field(default_factory=dict)  # memory id -> learned at call start
     retired: list[str] = field(default_factory=list)
     replacements: list[str] = field(default_factory=list)
 
 
-def record_item(uow: UnitOfWork, tenant: str, retrieval: Row, item: FeedbackItem, now: datetime) -> r.FeedbackRecord:
+def record_item(uow: UnitOfWork, tenant: str, retrieval: Row, item: FeedbackItem, now: datetime) -> pb.FeedbackRecord:
     session = uow.sessions.get(tenant, retrieval.session_id)
     if session is not None and session.state == SessionState.OPEN:
         uow.sessions.touch(session.id, now)
@@ -130,7 +137,8 @@ def record_item(uow: UnitOfWork, tenant: str, retrieval: Row, item: FeedbackItem
         call.rejected.append(_rejected("retrieval", retrieval.id, rejection))
         recorded_at = now
 
-    return r.FeedbackRecord(
+    return message(
+        pb.FeedbackRecord,
         retrieval_id=retrieval.id,
         session_id=retrieval.session_id,
         requested_coverage=item.coverage,
@@ -164,23 +172,23 @@ def _accept_memory_entry(
         uow.retrievals.cover(row.retrieval.id, "memory", entry.memory_id)
     if memory is None:
         return
-    active = memory.status == "active"
-    if first and active and call.cue is not None:  # a retired memory's learned adjustment is frozen (spec 12.3)
-        unit = memory_unit(entry.assessment, entry.effect)
-        if unit:
-            uow.cues.add_units(memory.number, call.cue, unit, row.last_seq)
-    if entry.assessment == "stale" and active:  # the first terminal assessment wins
-        replacement = memory_number(entry.replacement_memory_id) if entry.replacement_memory_id else None
+    effect = memory_effect(entry, effective=first, active=memory.status == "active", has_cue=call.cue is not None)
+    if effect.learning_units:
+        assert call.cue is not None
+        uow.cues.add_units(memory.number, call.cue, effect.learning_units, row.last_seq)
+    if effect.retirement is not None:
+        retirement = effect.retirement
+        replacement = retirement.replacement_memory_id
         uow.memories.retire(
             memory.number,
-            stale_reason=entry.stale_reason or "",
-            superseded_by=replacement,
+            stale_reason=retirement.stale_reason,
+            superseded_by=memory_number(replacement) if replacement else None,
             now=now,
             retired_seq=row.last_seq,
         )
         call.retired.append(entry.memory_id)
-        if entry.stale_reason == "superseded" and entry.replacement_memory_id:
-            call.replacements.append(f"{entry.memory_id}->{entry.replacement_memory_id}")
+        if retirement.supersedes:
+            call.replacements.append(f"{entry.memory_id}->{replacement}")
 
 
 def _accept_procedure_entry(
@@ -196,16 +204,14 @@ def _accept_procedure_entry(
         uow.retrievals.cover(row.retrieval.id, "procedure", entry.procedure_id, effective_seq=row.last_seq)
         procedure = uow.procedures.get(tenant, entry.procedure_id, lock=True)
         if procedure is not None:
-            values = {f"ev_{entry.use}": getattr(procedure, f"ev_{entry.use}") + 1}
-            if entry.use == "used" and entry.effect in ("helped", "no_effect", "harmed", "unknown"):
-                values[f"ev_{entry.effect}"] = getattr(procedure, f"ev_{entry.effect}") + 1
-            uow.procedures.update(procedure.id, **values)
+            counts = procedure_counts(entry.use, entry.effect)
+            uow.procedures.update(procedure.id, **{f"ev_{c}": getattr(procedure, f"ev_{c}") + 1 for c in counts})
     else:
         uow.retrievals.cover(row.retrieval.id, "procedure", entry.procedure_id)
 
 
-def _applied(uow: UnitOfWork, tenant: str, call: _Call) -> r.Applied:
-    applied = r.Applied(retired=list(call.retired), replacements=list(call.replacements))
+def _applied(uow: UnitOfWork, tenant: str, call: _Call) -> pb.Applied:
+    applied = pb.Applied(retired=list(call.retired), replacements=list(call.replacements))
     for mid, before in call.learned_before.items():
         if mid in call.retired:
             continue
@@ -238,12 +244,21 @@ def _procedure_fields(e: ProcedureEntry) -> dict:
     return {"use": e.use, "effect": e.effect, "contribution": e.contribution, "reason": e.reason}
 
 
-def _rejected(kind: str, target_id: str, rejection: Rejection) -> r.RejectedTarget:
-    return r.RejectedTarget(kind, target_id, rejection.reason, rejection.field, rejection.hint)
+def _rejected(kind: str, target_id: str, rejection: Rejection) -> pb.RejectedTarget:
+    return message(
+        pb.RejectedTarget,
+        target_kind=kind,
+        target_id=target_id,
+        reason=rejection.reason,
+        field=rejection.field,
+        hint=rejection.hint,
+    )
 
 
-def _target_ids(targets: list[tuple[str, str]]) -> r.TargetIds:
-    return r.TargetIds([i for k, i in targets if k == "memory"], [i for k, i in targets if k == "procedure"])
+def _target_ids(targets: list[tuple[str, str]]) -> pb.TargetIds:
+    return pb.TargetIds(
+        memory_ids=[i for k, i in targets if k == "memory"], procedure_ids=[i for k, i in targets if k == "procedure"]
+    )
 
 
 class _RowWriter:

@@ -6,10 +6,11 @@ from slowave.domain.errors import CursorNotFound, DomainError, InvalidInput
 from slowave.domain.identifiers import new_recall_id
 from slowave.domain.relevance import Cue
 from slowave.domain.structs import merge_task_context, normalize_task_context
-from slowave.service import results as r
 from slowave.service.commands import RecallCommand
 from slowave.service.context import ServiceContext
+from slowave.service.messages import message
 from slowave.service.retrieval import (
+    Page,
     build_catalog,
     cue_number,
     cue_warnings,
@@ -19,9 +20,10 @@ from slowave.service.retrieval import (
     serve_page,
 )
 from slowave.service.sessions import open_session_in_scope
+from slowave.v1 import memory_service_pb2 as pb
 
 
-def recall(ctx: ServiceContext, tenant: str, cmd: RecallCommand) -> r.RecallResponse:
+def recall(ctx: ServiceContext, tenant: str, cmd: RecallCommand) -> pb.RecallResponse:
     limits = ctx.settings.limits
     cue = Cue(cmd.query, cmd.semantic_context) if cmd.query is not None else None
     query_vector = ctx.semantic.embed_query(cue.text) if ctx.semantic and cue else None  # outside the transaction
@@ -76,19 +78,12 @@ def recall(ctx: ServiceContext, tenant: str, cmd: RecallCommand) -> r.RecallResp
 
 
 def _response(
-    session_id: str, page: r.Page, evidence: list, mode: str, truncated: bool, warnings: list
-) -> r.RecallResponse:
-    return r.RecallResponse(
-        retrieval_id=page.retrieval_id,
+    session_id: str, page: Page, evidence: list, mode: str, truncated: bool, warnings: list
+) -> pb.RecallResponse:
+    return message(
+        pb.RecallResponse,
+        **page.response_fields(),
         session_id=session_id,
-        retrieval_policy_version=page.retrieval_policy_version,
-        relevant_total=page.relevant_total,
-        catalog_truncated=page.catalog_truncated,
-        memories=page.memories,
-        procedures=page.procedures,
-        more_available=page.more_available,
-        continue_from=page.continue_from,
-        accessible_field=page.accessible_field,
         evidence=evidence,
         evidence_mode=mode,
         evidence_truncated=truncated,

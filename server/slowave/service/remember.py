@@ -8,17 +8,19 @@ from datetime import datetime
 from slowave.domain.claim_identity import claim_hash
 from slowave.domain.identifiers import event_id, memory_id
 from slowave.domain.relevance import SESSION_CONTEXT_CLAIMS, session_context
-from slowave.service import results as r
 from slowave.service.commands import Claim, RememberCommand
 from slowave.service.context import ServiceContext
 from slowave.service.knowledge_gaps import close_answered_gaps
+from slowave.service.messages import message
 from slowave.service.sessions import open_session_in_scope
 from slowave.storage.unit_of_work import UnitOfWork
+from slowave.v1 import memory_service_pb2 as pb
+from slowave.v1 import resources_pb2 as res
 
 log = logging.getLogger(__name__)
 
 
-def remember(ctx: ServiceContext, tenant: str, cmd: RememberCommand) -> list[r.RememberResult | r.ItemError]:
+def remember(ctx: ServiceContext, tenant: str, cmd: RememberCommand) -> list[pb.RememberResult | res.ItemError]:
     # Embedding happens before the transaction: model inference never holds the write lock.
     claims = [c for c in cmd.claims if isinstance(c, Claim)]
     vectors = ctx.semantic.embed([c.content for c in claims]) if ctx.semantic else []
@@ -35,10 +37,10 @@ def remember(ctx: ServiceContext, tenant: str, cmd: RememberCommand) -> list[r.R
             else:
                 stored = store.claims(claims, vectors)  # the scalar form is all-or-nothing
             results = iter(stored)
-            out: list[r.RememberResult | r.ItemError] = [
-                c if isinstance(c, r.ItemError) else next(results) for c in cmd.claims
+            out: list[pb.RememberResult | res.ItemError] = [
+                c if isinstance(c, res.ItemError) else next(results) for c in cmd.claims
             ]
-            uow.sessions.add_events(session.id, sum(isinstance(x, r.RememberResult) for x in out))
+            uow.sessions.add_events(session.id, sum(isinstance(x, pb.RememberResult) for x in out))
             store.close_gaps(claims)
     if refusal is not None:
         raise refusal
@@ -55,7 +57,7 @@ class ClaimStore:
         self.uow, self.tenant, self.session_id, self.scope, self.now = uow, tenant, session_id, scope, now
         self.encoder_id = encoder_id
 
-    def batch(self, claims: list[Claim], vectors: list[bytes]) -> list[r.RememberResult | r.ItemError]:
+    def batch(self, claims: list[Claim], vectors: list[bytes]) -> list[pb.RememberResult | res.ItemError]:
         """Batch items are independent: if storing them together fails, each is retried alone, so
         an unexpected failure fails only its own item."""
         try:
@@ -70,10 +72,14 @@ class ClaimStore:
                     results += self.claims([claim], vectors[i : i + 1])
             except Exception:
                 log.exception("remember batch item failed")
-                results.append(r.ItemError("internal_error", "the item could not be stored; retry it", True))
+                results.append(
+                    res.ItemError(
+                        code="internal_error", message="the item could not be stored; retry it", retryable=True
+                    )
+                )
         return results
 
-    def claims(self, claims: list[Claim], vectors: list[bytes]) -> list[r.RememberResult]:
+    def claims(self, claims: list[Claim], vectors: list[bytes]) -> list[pb.RememberResult]:
         hashes = [claim_hash(c.content) for c in claims]
         known = self.uow.memories.find_active_claims(
             self.tenant, self.scope, [(c.type, h) for c, h in zip(claims, hashes)]
@@ -137,8 +143,14 @@ class ClaimStore:
         )
         fresh = set(creating)
         return [
-            r.RememberResult(
-                True, memory_id(n), "created" if i in fresh else "matched", c.type, self.scope, event_id(e)
+            message(
+                pb.RememberResult,
+                stored=True,
+                memory_id=memory_id(n),
+                disposition="created" if i in fresh else "matched",
+                type=c.type,
+                scope=self.scope,
+                source_event_id=event_id(e),
             )
             for i, (c, n, e) in enumerate(zip(claims, numbers, events))
         ]

@@ -5,29 +5,33 @@ supersession, ranking, the catalog — are in domain.retrieval and domain.releva
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from slowave.config import RetrievalLimits
 from slowave.domain import catalog as cat
+from slowave.domain.exposure import newly_exposed
 from slowave.domain.identifiers import episode_id, event_id, memory_id, new_cursor_id
 from slowave.domain.learning import RETRIEVAL_POLICY_VERSION, cue_key_hash, precise, procedure_learned
 from slowave.domain.learning import ProcedureEvidence as EvidenceCounters
 from slowave.domain.procedure_capture import served_caveats
 from slowave.domain.relevance import Cue, SemanticCalibration, admits, lexical_query, statistics_terms, text_relevance
-from slowave.domain.retrieval import Candidate, CandidateScoring, Catalog, CatalogMemory, CatalogProcedure, stand_ins
+from slowave.domain.retrieval import Candidate, CandidateScoring, Catalog, CatalogMemory, CatalogProcedure
 from slowave.domain.scope import fragmentation_key
 from slowave.domain.session_state import SessionState
 from slowave.domain.structs import contexts_match
-from slowave.service import results as r
+from slowave.domain.supersession import active_successor, stand_ins
 from slowave.service.learned import learned_adjustments
+from slowave.service.messages import message
 from slowave.storage.unit_of_work import Row, UnitOfWork
+from slowave.tracing import span
+from slowave.v1 import resources_pb2 as res
 
 if TYPE_CHECKING:
     from slowave.embedding import SemanticChannel
 
-MAX_REDIRECT_HOPS = 8
 EVIDENCE_LIMIT = 8
 EVIDENCE_CONTENT_CHARS = 1000
 
@@ -65,20 +69,11 @@ def _admitted_memories(
     calibration = SemanticCalibration(semantic.encoder.floor_cosine, semantic.encoder.full_cosine) if semantic else None
     scoring = CandidateScoring.for_cue(cue, doc_counts, rows.values(), calibration)
     admitted = scoring.admitted(rows, contained, cosines)
-    return stand_ins(admitted, rows, lambda row: _follow_supersession(uow, tenant, row)), rows
 
+    def read(number: int) -> Row | None:
+        return uow.memories.get(tenant, number)
 
-def _follow_supersession(uow: UnitOfWork, tenant: str, row: Row) -> Row | None:
-    for _ in range(MAX_REDIRECT_HOPS):
-        if row.stale_reason != "superseded" or row.superseded_by is None:
-            return None
-        nxt = uow.memories.get(tenant, row.superseded_by)
-        if nxt is None:
-            return None
-        if nxt.status == "active":
-            return nxt
-        row = nxt
-    return None
+    return stand_ins(admitted, rows, lambda row: active_successor(row, read)), rows
 
 
 def cue_number(uow: UnitOfWork, tenant: str, cue: Cue) -> int:
@@ -98,8 +93,11 @@ def build_catalog(
     query_vector: Any = None,
 ) -> Catalog:
     """Ranks the admitted candidates and freezes them (at most 50 memories, 9 procedures)."""
-    candidates, rows = _admitted_memories(uow, tenant, scope, cue, limits, semantic, query_vector)
-    learned_of = learned_adjustments(uow, (rows[c.number] for c in candidates), cue_id, cue.token_set)
+    with span("retrieval.candidates") as stage:
+        candidates, rows = _admitted_memories(uow, tenant, scope, cue, limits, semantic, query_vector)
+        stage.set_attribute("candidates", len(candidates))
+    with span("retrieval.learned"):
+        learned_of = learned_adjustments(uow, (rows[c.number] for c in candidates), cue_id, cue.token_set)
     ranked = []
     for c in candidates:
         row = rows[c.number]
@@ -118,7 +116,8 @@ def build_catalog(
                 redirected_from=memory_id(c.redirected_from) if c.redirected_from else None,
             )
         )
-    procedures = _ranked_procedures(uow, tenant, scope, cue, task_context)
+    with span("retrieval.procedures"):
+        procedures = _ranked_procedures(uow, tenant, scope, cue, task_context)
     return Catalog.freeze(ranked, procedures, limits.catalog_memories, limits.catalog_procedures)
 
 
@@ -201,8 +200,29 @@ def new_retrieval(
 
 
 @dataclass
+class Page:
+    """One page of a frozen catalog, as Activate and Recall return it."""
+
+    retrieval_id: str
+    retrieval_policy_version: str
+    relevant_total: int
+    catalog_truncated: bool
+    memories: list[res.Memory]
+    procedures: list[res.Procedure]
+    more_available: bool
+    continue_from: str | None
+    accessible_field: res.AccessibleField | None
+    warnings: list[res.RetrievalWarning] = field(default_factory=list)
+
+    def response_fields(self) -> dict[str, Any]:
+        """The fields of ActivateResponse and RecallResponse that the page fills; the warnings are
+        left out, since each RPC puts warnings of its own before them."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "warnings"}
+
+
+@dataclass
 class ServedPage:
-    page: r.Page
+    page: Page
     memory_numbers: list[int]
 
 
@@ -231,8 +251,9 @@ def serve_page(
     page_mems = mems[memory_offset : memory_offset + m_count]
     page_procs = procs[procedure_offset : procedure_offset + p_count]
 
-    memories = render_memories(uow, page_mems)
-    procedures = render_procedures(uow, tenant, page_procs)
+    with span("retrieval.page"):
+        memories = render_memories(uow, page_mems)
+        procedures = render_procedures(uow, tenant, page_procs)
     targets = [("memory", m.memory_id) for m in memories] + [("procedure", p.procedure_id) for p in procedures]
     if fresh:
         uow.retrievals.insert_exposures(retrieval.id, targets, start=0)
@@ -247,15 +268,18 @@ def serve_page(
         rest = cat.remaining(
             [m.type for m in mems[next_m:]], [m.chars for m in mems[next_m:]], [p.chars for p in procs[next_p:]]
         )
-        accessible = r.AccessibleField(rest.extra_candidates, rest.kinds, rest.approx_extra_tokens)
+        accessible = res.AccessibleField(
+            extra_candidates=rest.extra_candidates, kinds=rest.kinds, approx_extra_tokens=rest.approx_extra_tokens
+        )
     warnings = [
-        r.RetrievalWarning(
-            "failed_procedure", f"procedure {p.procedure_id} was recorded from a failed session; verify each step"
+        res.RetrievalWarning(
+            code="failed_procedure",
+            message=f"procedure {p.procedure_id} was recorded from a failed session; verify each step",
         )
         for p in procedures
-        if p.outcome == "failure"
+        if p.outcome == res.OUTCOME_FAILURE
     ]
-    page = r.Page(
+    page = Page(
         retrieval_id=retrieval.id,
         retrieval_policy_version=retrieval.policy_version,
         relevant_total=retrieval.relevant_total,
@@ -272,8 +296,7 @@ def serve_page(
 
 def _expose(uow: UnitOfWork, retrieval_id: str, targets: list[tuple[str, str]]) -> None:
     existing = uow.retrievals.exposures([retrieval_id])
-    known = {(e.target_kind, e.target_id) for e in existing}
-    new = [t for t in targets if t not in known]
+    new = newly_exposed(((e.target_kind, e.target_id) for e in existing), targets)
     uow.retrievals.insert_exposures(retrieval_id, new, start=len(existing))
 
 
@@ -289,7 +312,7 @@ def _cursor(uow: UnitOfWork, retrieval_id: str, memory_offset: int, procedure_of
     return cursor_id
 
 
-def render_memories(uow: UnitOfWork, items: list[CatalogMemory]) -> list[r.Memory]:
+def render_memories(uow: UnitOfWork, items: list[CatalogMemory]) -> list[res.Memory]:
     # Served rows are read typed (timestamps as UTC datetimes), whatever retrieval read of them.
     rows = uow.memories.get_many(i.n for i in items)
     first_events = uow.events.first_of_memories([i.n for i in items])
@@ -298,28 +321,34 @@ def render_memories(uow: UnitOfWork, items: list[CatalogMemory]) -> list[r.Memor
     for item in items:
         row = rows[item.n]
         shown, excerpt = cat.render_content(row.content)
-        prov = r.Provenance(
-            source_kind=row.source_kind,
-            source_event_id=event_id(first_events[row.number]) if row.number in first_events else None,
-            redirected_from=item.redirected_from,
-            excerpt=r.Excerpt(*excerpt) if excerpt else None,
-        )
+        source: dict[str, Any] = {}
         if row.source_kind == "consolidated" and row.source_session_id:
             if row.source_session_id not in sessions:
                 sessions[row.source_session_id] = uow.sessions.get_any(row.source_session_id)
             s = sessions[row.source_session_id]
             if s is not None:
-                prov.source_session_id = s.id
-                prov.source_goal = s.final_goal
-                prov.source_outcome = s.outcome
-                prov.source_verification_status = (s.verification or {}).get("status")
+                source = dict(
+                    source_session_id=s.id,
+                    source_goal=s.final_goal,
+                    source_outcome=s.outcome,
+                    source_verification_status=(s.verification or {}).get("status"),
+                )
+        prov = message(
+            res.Provenance,
+            source_kind=row.source_kind,
+            source_event_id=event_id(first_events[row.number]) if row.number in first_events else None,
+            redirected_from=item.redirected_from,
+            excerpt=res.Excerpt(source_chars=excerpt[0], shown_chars=excerpt[1]) if excerpt else None,
+            **source,
+        )
         out.append(
-            r.Memory(
+            message(
+                res.Memory,
                 memory_id=memory_id(row.number),
                 content=shown,
                 type=row.type,
                 pathway=item.pathway,
-                ranking=r.RankingSignals(item.relevance, item.learned, item.score),
+                ranking=_ranking(item),
                 provenance=prov,
                 created_at=row.created_at,
                 occurred_at=row.occurred_at,
@@ -328,7 +357,7 @@ def render_memories(uow: UnitOfWork, items: list[CatalogMemory]) -> list[r.Memor
     return out
 
 
-def render_procedures(uow: UnitOfWork, tenant: str, items: list[CatalogProcedure]) -> list[r.Procedure]:
+def render_procedures(uow: UnitOfWork, tenant: str, items: list[CatalogProcedure]) -> list[res.Procedure]:
     if not items:
         return []
     rows = {row.id: row for row in uow.procedures.with_sessions(tenant, ids=[i.id for i in items])}
@@ -337,7 +366,8 @@ def render_procedures(uow: UnitOfWork, tenant: str, items: list[CatalogProcedure
         row = rows[item.id]
         verification = row.verification or {}
         contributions = [
-            r.ProcedureContribution(
+            message(
+                res.ProcedureContribution,
                 effect=c.effect or "unknown",
                 contribution=c.contribution or "",
                 recorded_at=c.recorded_at,
@@ -345,9 +375,9 @@ def render_procedures(uow: UnitOfWork, tenant: str, items: list[CatalogProcedure
             )
             for c in uow.procedures.contributions(row.id)
         ]
-        counters = _counters(row)
         out.append(
-            r.Procedure(
+            message(
+                res.Procedure,
                 procedure_id=row.id,
                 goal=row.goal,
                 summary=row.summary,
@@ -358,35 +388,42 @@ def render_procedures(uow: UnitOfWork, tenant: str, items: list[CatalogProcedure
                 outcome_summary=row.outcome_summary or "",
                 verification_status=verification.get("status", "unspecified"),
                 created_at=row.created_at,
-                evidence=counters,
+                evidence=res.ProcedureEvidence(**dataclasses.asdict(_counters(row))),
                 contributions=contributions,
-                ranking=r.RankingSignals(item.relevance, item.learned, item.score),
+                ranking=_ranking(item),
             )
         )
     return out
 
 
-def cue_warnings(uow: UnitOfWork, tenant: str, scope: str, cue: Cue) -> list[r.RetrievalWarning]:
+def _ranking(item: CatalogMemory | CatalogProcedure) -> res.RankingSignals:
+    return res.RankingSignals(relevance=item.relevance, learned=item.learned, score=item.score)
+
+
+def cue_warnings(uow: UnitOfWork, tenant: str, scope: str, cue: Cue) -> list[res.RetrievalWarning]:
     """`known_gap` for each open knowledge gap of the scope that the cue admits (spec 10.7)."""
     warnings = []
     for gap in uow.gaps.open_in_scope(tenant, scope):
         if admits(cue, text_relevance(cue, gap.text), gap.text):
-            warnings.append(r.RetrievalWarning("known_gap", f"known knowledge gap in this scope: {gap.text}"))
+            warnings.append(
+                res.RetrievalWarning(code="known_gap", message=f"known knowledge gap in this scope: {gap.text}")
+            )
     return warnings
 
 
-def fragmentation_warning(uow: UnitOfWork, tenant: str, scope: str) -> list[r.RetrievalWarning]:
+def fragmentation_warning(uow: UnitOfWork, tenant: str, scope: str) -> list[res.RetrievalWarning]:
     key = fragmentation_key(scope)
     return [
-        r.RetrievalWarning(
-            "scope_fragmentation", f"scope {scope!r} is empty, but {other!r} holds memories; did you mean it?"
+        res.RetrievalWarning(
+            code="scope_fragmentation",
+            message=f"scope {scope!r} is empty, but {other!r} holds memories; did you mean it?",
         )
         for other in sorted(uow.memories.scopes_with_active(tenant))
         if other != scope and fragmentation_key(other) == key
     ]
 
 
-def evidence_records(uow: UnitOfWork, memory_numbers: list[int], full: bool) -> tuple[list[r.EvidenceRecord], bool]:
+def evidence_records(uow: UnitOfWork, memory_numbers: list[int], full: bool) -> tuple[list[res.EvidenceRecord], bool]:
     """Source events and the episodes containing them, for the first page's memories (spec 7.4)."""
     events = uow.events.of_memories(memory_numbers)
     by_memory: dict[int, list[Row]] = {}
@@ -401,7 +438,7 @@ def evidence_records(uow: UnitOfWork, memory_numbers: list[int], full: bool) -> 
     all_events = uow.events.get_many(
         [ep.event_number for ep in episodes] + [ep.previous_event_number for ep in episodes]
     )
-    records: list[r.EvidenceRecord] = []
+    records: list[res.EvidenceRecord] = []
     seen: set[str] = set()
     for n in memory_numbers:
         for e in by_memory.get(n, []):
@@ -421,4 +458,14 @@ def _add(records: list, seen: set, eid: str, kind: str, recorded_at, occurred_at
     content, truncated = None, False
     if full:
         content, truncated = text[:EVIDENCE_CONTENT_CHARS], len(text) > EVIDENCE_CONTENT_CHARS
-    records.append(r.EvidenceRecord(eid, kind, recorded_at, occurred_at, content, truncated))
+    records.append(
+        message(
+            res.EvidenceRecord,
+            evidence_id=eid,
+            source_kind=kind,
+            recorded_at=recorded_at,
+            occurred_at=occurred_at,
+            content=content,
+            truncated=truncated,
+        )
+    )

@@ -22,6 +22,7 @@ from sqlalchemy.pool import QueuePool
 from slowave.domain.errors import StorageUnavailable
 from slowave.storage import executor
 from slowave.storage.unit_of_work import UnitOfWork
+from slowave.tracing import span
 
 log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -244,7 +245,7 @@ class Database:
         if writer is not None and not writer.acquire(timeout=self._lock_timeout):
             raise StorageUnavailable("the database stayed busy; retry shortly")
         try:
-            with self.engine.begin() as connection:
+            with span("db.transaction", **{"db.system": self.dialect}), self.engine.begin() as connection:
                 yield UnitOfWork(connection)
                 ensure_caller_waiting()  # an abandoned request's writes are rolled back, never committed
         except OperationalError as exc:
