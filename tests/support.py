@@ -200,7 +200,7 @@ def details_of(err: grpc.RpcError) -> ErrorDetails:
 def check_error(
     err: ErrorDetails, status: grpc.StatusCode, reason: str, code: str, retryable: bool, paths: list[str] | None = None
 ) -> None:
-    """Spec 4.2: status, one ErrorInfo (domain, reason, metadata code/retryable), BadRequest iff paths."""
+    """Behaviour §4.2: status, one ErrorInfo (domain, reason, metadata code/retryable), BadRequest iff paths."""
     assert err.code == status, (err.code, err.message, err.violations)
     assert err.has_error_info, "the status carries no google.rpc.ErrorInfo"
     assert err.domain == "slowave.ai"

@@ -1,4 +1,4 @@
-"""`slowave-admin keys …` and `slowave-admin tenants …`: API keys and tenants (spec 3.1).
+"""`slowave-admin keys …` and `slowave-admin tenants …`: API keys and tenants (behaviour §3.1).
 
 A minted key is printed once and never again: the database keeps only its hash, and listings show
 the first hex digits of hashes, enough to tell keys apart and to revoke one.

@@ -16,7 +16,7 @@ class SystemClock:
 
 
 class DatabaseClock:
-    """The database server's clock (spec 2.6: with replicas, times come from one clock)."""
+    """The database server's clock (behaviour §2.6: with replicas, times come from one clock)."""
 
     def __init__(self, db) -> None:
         self.db = db

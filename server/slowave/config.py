@@ -58,7 +58,7 @@ def parse_semantic(raw: str | bool | None) -> str:
 
 @dataclass(frozen=True)
 class RetrievalLimits:
-    """Server-owned catalog and page limits (spec 5.4)."""
+    """Server-owned catalog and page limits (behaviour §5.4)."""
 
     catalog_memories: int = 50
     catalog_procedures: int = 9
@@ -120,7 +120,7 @@ class Settings:
 
     @property
     def reaper_interval(self) -> float:
-        """Sweep every min(120, max(1, timeout / 2)) seconds (spec 2.4)."""
+        """Sweep every min(120, max(1, timeout / 2)) seconds (behaviour §2.4)."""
         return float(min(120, max(1, self.session_idle_timeout / 2)))
 
     @classmethod

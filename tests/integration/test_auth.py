@@ -1,4 +1,4 @@
-"""API keys → tenants (spec 3.1, 4.2, 4.5 stage 1), over real gRPC; the loopback-only rule."""
+"""API keys → tenants (behaviour §3.1, 4.2, 4.5 stage 1), over real gRPC; the loopback-only rule."""
 
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ def test_unknown_key_is_unauthenticated_on_every_rpc_and_writes_nothing(keyed):
 
 
 def test_authentication_precedes_validation(keyed):
-    """Spec 4.5: stage 1 decides, even for a request that would be INVALID_ARGUMENT."""
+    """Behaviour §4.5: stage 1 decides, even for a request that would be INVALID_ARGUMENT."""
     bad = pb.ActivateRequest(task="", initial_goal="", scope="nonsense")
     unauthenticated(expect_error(lambda: keyed.stub.Activate(bad, timeout=30)))
     err = expect_error(lambda: keyed_stub(keyed.channel, KEY_ACME).Activate(bad, timeout=30))

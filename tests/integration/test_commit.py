@@ -63,7 +63,7 @@ def assert_unchanged(before: dict[str, Any], after: dict[str, Any]) -> None:
 
 
 def assert_only_touched(before: dict[str, Any], after: dict[str, Any]) -> None:
-    """A Commit refused by the gate on an OPEN session touches `last_activity_at` (spec 2.3, 11.1):
+    """A Commit refused by the gate on an OPEN session touches `last_activity_at` (behaviour §2.3, 11.1):
     that touch is its only write. So rows and ledger must be identical, and every session column
     except `last_activity_at` too (state stays OPEN, no completion record, no outcome)."""
     assert after["counts"] == before["counts"]
@@ -99,7 +99,7 @@ def entry(summary: str, kind: int = pb.TRAJECTORY_KIND_ACTION, **kw: Any) -> pb.
 
 
 def nested_context(depth: int) -> struct_pb2.Struct:
-    """A Struct of `depth` nested objects (the top level is depth 1, spec 3.5)."""
+    """A Struct of `depth` nested objects (the top level is depth 1, behaviour §3.5)."""
     value: dict[str, Any] = {"leaf": "x"}
     for i in range(depth - 1):
         value = {f"level{depth - 1 - i}": value}

@@ -1,7 +1,7 @@
-"""Offline consolidation and procedure capture over real gRPC (spec 11.3, 11.6; checklist 59, 63, 70).
+"""Offline consolidation and procedure capture over real gRPC (behaviour §11.3, 11.6; checklist 59, 63, 70).
 
 Outcome summaries and goals are built by `claim()` (a random suffix on every word), so each is
-admitted only by a cue containing it verbatim (spec 12.1). `server.consolidate()` runs the queued
+admitted only by a cue containing it verbatim (behaviour §12.1). `server.consolidate()` runs the queued
 consolidation synchronously; the background consolidator is only relied on with `wait_until`.
 """
 
@@ -49,7 +49,7 @@ def test_s59_outcome_summary_becomes_a_lesson_and_follows_updates(server, stub, 
     s2 = claim("Pinned the runner image; the nightly build is green again.")
     goal = claim("Fix the nightly build")
     sid, _ = closed_session(stub, scope, final_goal=goal, outcome_summary=s1)
-    out = server.admin("consolidate")  # the admin command of spec 4.8
+    out = server.admin("consolidate")  # the admin command of behaviour §4.8
     assert "consolidated" in out
 
     b = retrieve(stub, scope, s1)
@@ -81,7 +81,7 @@ def test_s59_outcome_summary_becomes_a_lesson_and_follows_updates(server, stub, 
     assert m2.provenance.source_outcome == res.OUTCOME_PARTIAL
     assert m2.provenance.source_verification_status == res.VERIFICATION_STATUS_PARTIALLY_VERIFIED
 
-    # A cue that admitted S now gets S2's memory in its place, never S's (spec 11.6, 12.3).
+    # A cue that admitted S now gets S2's memory in its place, never S's (behaviour §11.6, 12.3).
     e = retrieve(stub, scope, s1)
     assert ids(e) == [m2.memory_id]
     assert e.memories[0].pathway == "redirect" and e.memories[0].provenance.redirected_from == lesson1
@@ -174,7 +174,7 @@ def test_s63_procedure_context_normalised_and_blank_evidence_ref_dropped(server,
     assert json_format.MessageToDict(p.context) == {"python_version": "3.12", "tools": [{"name": "helm"}]}
     assert p.goal == goal
 
-    # The blank evidence ref was dropped, not stored (spec 9.1).
+    # The blank evidence ref was dropped, not stored (behaviour §9).
     record = json.loads(server.admin("session", a.session_id, "--json"))
     assert record["verification"]["evidence_refs"] == []
 
@@ -240,7 +240,7 @@ def test_s70_consolidation_matches_a_remembered_lesson_and_keeps_it(server, stub
     c = retrieve(stub, scope, s1)
     assert ids(c) == [lesson.memory_id] and c.memories[0].pathway == "direct"
     assert c.memories[0].content == s1
-    assert c.memories[0].ranking.learned == 0.05  # its learning state is untouched (spec 9.4, 11.6)
+    assert c.memories[0].ranking.learned == 0.05  # its learning state is untouched (behaviour §9, 11.6)
     d = retrieve(stub, scope, s2)
     assert len(d.memories) == 1 and d.memories[0].content == s2
     assert d.memories[0].provenance.source_kind == "consolidated"

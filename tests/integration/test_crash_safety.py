@@ -221,7 +221,7 @@ def _check_acknowledged(store: dict, acks: Acknowledged, scope: str) -> None:
 
 
 def _check_replay_equals_state(url: str) -> None:
-    """The learned sums the killed server maintained equal a replay of the ledger it left (spec 12)."""
+    """The learned sums the killed server maintained equal a replay of the ledger it left (behaviour §12)."""
     report = json.loads(run_admin(url, "learning-replay", "--json"))
     assert report["differences"] == [] and report["cue_sums"] > 0, report
 

@@ -1,5 +1,5 @@
 """A Struct nested past protobuf's own parse depth (≈ 33 object levels) cannot be parsed at all,
-yet it breaks the same rule as one nested 9 deep (spec 3.5): the refusal names the Struct field
+yet it breaks the same rule as one nested 9 deep (behaviour §3.5): the refusal names the Struct field
 and the depth rule, as for any depth violation, not a generic "not a valid message"; nothing is
 stored. Other undecodable bytes keep the whole-request violation (path "")."""
 

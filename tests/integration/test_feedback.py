@@ -1,4 +1,4 @@
-"""Feedback over gRPC (spec 8, 10, 12): section-14 scenarios 26–30, 34, 36–40, 56, 65, 67, 69 and the
+"""Feedback over gRPC (behaviour §8, 10, 12): section-14 scenarios 26–30, 34, 36–40, 56, 65, 67, 69 and the
 batch semantics of 10.4. The per-target rule tables of 10.2 live in test_feedback_rules.py.
 
 Vocabulary note: every cue below avoids the words of the lessons that consolidation derives from
@@ -29,7 +29,7 @@ from tests.support import (
 )
 
 # Memory contents with pairwise disjoint vocabularies: a cue containing some of them verbatim
-# admits exactly those (admission floor, spec 12.1) and no other.
+# admits exactly those (admission floor, behaviour §12.1) and no other.
 DEPLOY = "Deploy port equals 8080."
 PYTHON = "Builds require python twelve."
 CACHE = "Cache invalidation runs nightly."
@@ -78,7 +78,7 @@ def batch(stub, items: list[pb.FeedbackItem], **kw: Any) -> list[pb.FeedbackItem
 
 
 def make_procedure(stub, scope: str, goal: str, **kw: Any) -> str:
-    """Commits a session with a procedure (spec 11.3); returns `proc_<session_id>`."""
+    """Commits a session with a procedure (behaviour §11.3); returns `proc_<session_id>`."""
     s = activate(stub, scope, task=f"capture zc{uuid.uuid4().hex[:10]}", initial_goal="capture")
     assess_all(stub, s)
     procedure = pb.CommitProcedure(

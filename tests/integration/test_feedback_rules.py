@@ -1,4 +1,4 @@
-"""The per-target rules of spec 10.2 over gRPC: scenarios 31, 32, 33 and one test per rejection code
+"""The per-target rules of behaviour §10.2 over gRPC: scenarios 31, 32, 33 and one test per rejection code
 (every row of both tables, each with its `field`).
 
 Each test starts from a fresh scope holding three exposed memories, one procedure exposed by the
@@ -410,7 +410,7 @@ def test_rule_stale_reason_requires_stale_assessment(server, stub, world):
         "stale_reason_requires_stale_assessment",
         "stale_reason",
     )
-    # Present but UNSPECIFIED without STALE is the same rule (spec 13.2).
+    # Present but UNSPECIFIED without STALE is the same rule (behaviour §13.2).
     rec = feedback(stub, world.rid, [entry(world.m1, IRRELEVANT, stale_reason=pb.STALE_REASON_UNSPECIFIED)])
     assert rejected_tuples(rec) == [(MEMORY, world.m1, "stale_reason_requires_stale_assessment", "stale_reason")]
     assert_memory_untouched(stub, world, world.m1)

@@ -14,7 +14,7 @@ Properties, for every call:
 
 * never INTERNAL or UNKNOWN; the server stays up (health SERVING after each example);
 * a call refused as a whole changes nothing stored (`Server.snapshot()` before and after), except
-  the activity touch that spec 2.3 / 7.2 require of a refusal after the named session resolved
+  the activity touch that behaviour §2.3 / 7.2 require of a refusal after the named session resolved
   (only `last_activity_at` and `recall_calls` of that session may change);
 * every INVALID_ARGUMENT carries ErrorInfo INVALID_INPUT and a BadRequest with at least one field
   violation; every other refusal of the service carries an ErrorInfo;
@@ -449,11 +449,11 @@ def check_call(
         assert err.violations, (
             f"INVALID_ARGUMENT without a field violation: {err.message}: {_describe(rpc, request, raw)}"
         )
-    elif code != grpc.StatusCode.RESOURCE_EXHAUSTED:  # oversized messages: refused by gRPC itself (spec 4.1)
+    elif code != grpc.StatusCode.RESOURCE_EXHAUSTED:  # oversized messages: refused by gRPC itself (behaviour §4.1)
         assert err.has_error_info and err.domain == "slowave.ai", (err, _describe(rpc, request, raw))
     after = server.snapshot()
     if after != before:
-        # Only a refusal after the named session resolved may touch it (spec 2.3, 7.2).
+        # Only a refusal after the named session resolved may touch it (behaviour §2.3, 7.2).
         named = _named_session(_parsed(rpc, request) if raw else request)
         assert named is not None, f"{code} refusal changed the store: {_describe(rpc, request, raw)}"
         assert after["counts"] == before["counts"], (before["counts"], after["counts"], _describe(rpc, request, raw))

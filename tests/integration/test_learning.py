@@ -1,4 +1,4 @@
-"""Learning from feedback (spec 12): scenarios 51–55 and invariants L1–L7, over gRPC."""
+"""Learning from feedback (behaviour §12): scenarios 51–55 and invariants L1–L7, over gRPC."""
 
 from __future__ import annotations
 

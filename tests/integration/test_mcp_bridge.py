@@ -1,6 +1,6 @@
 """The MCP bridge `slowave-mcp`, end to end: a real server, the installed `slowave-mcp` launched as a
 subprocess, and a real MCP client session (mcp.ClientSession over stdio; one test over streamable
-HTTP). Every result is checked in the seed's JSON shapes (contract 4.6, 4.7), including the seed
+HTTP). Every result is checked in the seed's JSON shapes (behaviour §4.6, 4.7), including the seed
 documents' own JSON examples sent verbatim (placeholder ids replaced by real ones) and the JSON
 halves of checklist scenarios 18, 25, 34, 35, 41, 57, 58 and 62.
 """

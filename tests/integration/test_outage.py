@@ -1,4 +1,4 @@
-"""Database outage on PostgreSQL (contract 4.2 `database unavailable`, 4.5 stage 6; checklist 17).
+"""Database outage on PostgreSQL (behaviour §4.2 `database unavailable`, 4.5 stage 6; checklist 17).
 
 The test starts its own PostgreSQL cluster (never the session's shared one), stops it under a
 running server, and expects every RPC to fail UNAVAILABLE with ErrorInfo reason INTERNAL_ERROR,

@@ -1,4 +1,4 @@
-"""The protos pass `buf lint` with the STANDARD rules (spec 4.1)."""
+"""The protos pass `buf lint` with the STANDARD rules (behaviour §4.1)."""
 
 from __future__ import annotations
 

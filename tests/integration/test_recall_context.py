@@ -1,4 +1,4 @@
-"""Recall's task_context (spec 7.1, 7.2 stage 5): merged into the session's context, top-level
+"""Recall's task_context (behaviour §7, 7.2 stage 5): merged into the session's context, top-level
 keys overwriting, persisted for later recalls, and the merged result held to the 3.5 limits."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def test_recall_merged_task_context_over_the_size_limit_is_refused(server, stub,
     err = expect_error(lambda: _recall(stub, s.session_id, scope, task_context=_struct({"extra": "y" * 200})))
     check_error(err, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_INPUT", "invalid_input", False, ["task_context"])
     after = server.snapshot()
-    # Stage 5 refusal: only the activity touch and the recall count change (spec 2.3, 7.2).
+    # Stage 5 refusal: only the activity touch and the recall count change (behaviour §2.3, 7.2).
     assert after["counts"] == before["counts"] and after["ledger"] == before["ledger"]
     ok = _recall(stub, s.session_id, scope)  # the stored context is unchanged and still usable
     assert ok.retrieval_id.startswith("rec_")

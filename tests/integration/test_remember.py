@@ -1,7 +1,7 @@
-"""Remember over real gRPC (spec 6; checklist 23, 24, 25 (gRPC half), 61).
+"""Remember over real gRPC (behaviour §6; checklist 23, 24, 25 (gRPC half), 61).
 
 Claims are built by `claim()` (a random suffix on every word), so a claim is admitted only by a cue
-that contains it verbatim (spec 12.1) and never by the consolidated lessons of other sessions.
+that contains it verbatim (behaviour §12.1) and never by the consolidated lessons of other sessions.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def assert_invalid(err, paths: list[str]) -> None:
 
 
 def retire(stub, scope: str, memory_id: str, content: str) -> None:
-    """Exposes the memory in a throwaway session and assesses it stale (spec 12.3)."""
+    """Exposes the memory in a throwaway session and assesses it stale (behaviour §12.3)."""
     s = activate(stub, scope, task=content)
     assert ids(s) == [memory_id]
     f = stub.Feedback(
@@ -154,7 +154,7 @@ def test_s25_batch_remember_rejects_outer_occurred_at(server, stub, scope):
         )
     )
     assert_invalid(err, ["occurred_at"])
-    # A stage-2 refusal: the session is not resolved, so not even touched (spec 2.3, 6.1).
+    # A stage-2 refusal: the session is not resolved, so not even touched (behaviour §2.3, 6.1).
     assert server.snapshot() == before
 
     # occurred_at belongs on each item, or on the scalar form.

@@ -1,4 +1,4 @@
-"""Replicas on one PostgreSQL database (contract 2.4, 2.6, 6.3, 10.5, 12.2 L3/L4; checklist 10, 69).
+"""Replicas on one PostgreSQL database (behaviour §2.4, 2.6, 6.3, 10.5, 12.2 L3/L4; checklist 10, 69).
 
 Every test starts two real `slowave-server` processes (the installed entry point) on one fresh
 database of the session's PostgreSQL cluster and talks to both over loopback gRPC. Concurrent calls
@@ -88,7 +88,7 @@ class Replica:
         return channel, pb_grpc.MemoryServiceStub(channel)
 
     def reaped(self) -> int:
-        """Sessions this replica's reaper reports having reaped (its log, spec 2.4)."""
+        """Sessions this replica's reaper reports having reaped (its log, behaviour §2.4)."""
         return sum(int(m.group(1)) for line in list(self.lines) if (m := _REAPED.search(line)))
 
     def log(self) -> str:
@@ -300,7 +300,7 @@ def feedback(stub, retrieval_id: str, memory=(), **kw: Any) -> pb.FeedbackRecord
 
 
 def test_s10_concurrent_commits_through_two_replicas_one_closes_one_updates(replicas):
-    """Checklist 10 (PostgreSQL half), spec 2.6: of two concurrent Commits of one OPEN session, one
+    """Checklist 10 (PostgreSQL half), behaviour §2.6: of two concurrent Commits of one OPEN session, one
     through each replica, exactly one closes and the other is processed as an update; the episodes
     are formed once. Eight rounds, alternating which replica opened the session."""
     rs = replicas()
@@ -340,7 +340,7 @@ def test_s10_concurrent_commits_through_two_replicas_one_closes_one_updates(repl
 
 
 def test_replicas_reapers_of_both_replicas_reap_each_idle_session_exactly_once(replicas):
-    """Spec 2.4/2.6: every replica sweeps; each idle session is reaped at most once.
+    """Behaviour §2.4/2.6: every replica sweeps; each idle session is reaped at most once.
 
     The race is forced, not left to luck: while the test holds the `episodes` table, a reaper that
     has taken idle sessions (with remembered claims) stays inside its sweep, holding them. Then
@@ -427,7 +427,7 @@ def test_replicas_reapers_of_both_replicas_reap_each_idle_session_exactly_once(r
 
 
 def test_replicas_100_concurrent_feedback_calls_on_one_retrieval(replicas):
-    """Spec 2.6, 10.3, 10.5: 100 Feedback calls on one retrieval, half through each replica,
+    """Behaviour §2.6, 10.3, 10.5: 100 Feedback calls on one retrieval, half through each replica,
     released together. Every accepted row is in the ledger; the calls' rows never interleave (one
     total order); replaying the calls in ledger order reproduces every call's coverage, outstanding,
     implicit rows and `applied` (first accepted explicit row wins); the commit gate counts all of
@@ -540,7 +540,7 @@ def test_replicas_100_concurrent_feedback_calls_on_one_retrieval(replicas):
 
 
 def test_replicas_concurrent_remember_of_one_claim_stores_one_memory(replicas):
-    """Spec 6.3 and 2.6: the same claim (equivalent after trimming, collapsing white space and case
+    """Behaviour §6 and 2.6: the same claim (equivalent after trimming, collapsing white space and case
     folding) remembered concurrently by six sessions, three through each replica → one memory:
     one CREATED, the others MATCHED with the same memory_id. Five rounds."""
     rs = replicas()
@@ -589,7 +589,7 @@ def test_replicas_concurrent_remember_of_one_claim_stores_one_memory(replicas):
 
 
 def test_s69_claim_remembered_through_one_replica_is_activated_through_the_other(replicas):
-    """Checklist 69 (PostgreSQL half), spec 2.6 read-your-writes: an Activate through one replica
+    """Checklist 69 (PostgreSQL half), behaviour §2.6 read-your-writes: an Activate through one replica
     that starts after another replica acknowledged a Remember returns the claim (task = the claim).
     Ten rounds, alternating direction, each claim asked for at once."""
     rs = replicas()
@@ -610,7 +610,7 @@ def test_s69_claim_remembered_through_one_replica_is_activated_through_the_other
 
 
 def test_s69_concurrent_used_feedback_through_two_replicas_counts_once(replicas):
-    """Checklist 69, spec 10.5 and 12.2 L3: two concurrent Feedback `used` for one memory under one
+    """Checklist 69, behaviour §10.5 and 12.2 L3: two concurrent Feedback `used` for one memory under one
     retrieval, one through each replica → learned 0.05; one call lists it strengthened, the other
     unchanged; one effective row. Six rounds, each on a fresh memory, alternately under a retrieval
     of an open session and of a closed one (10.6: only the per-retrieval lock orders the calls)."""
@@ -652,7 +652,7 @@ def test_s69_concurrent_used_feedback_through_two_replicas_counts_once(replicas)
 
 
 def test_replicas_feedback_retirement_and_close_through_one_replica_are_seen_by_the_other(replicas):
-    """Spec 2.6 visibility: a feedback row, a retirement and a close acknowledged by one replica
+    """Behaviour §2.6 visibility: a feedback row, a retirement and a close acknowledged by one replica
     are reflected by the next request through the other (learned prior, absence from retrieval,
     SESSION_ENDED). Both directions."""
     rs = replicas()

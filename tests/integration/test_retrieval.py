@@ -1,8 +1,8 @@
-"""Retrieval over real gRPC (spec 5, 7; checklist 18–22 and 68, plus 5.3–5.5 / 7.3–7.5 details).
+"""Retrieval over real gRPC (behaviour §5, 7; checklist 18–22 and 68, plus 5.3–5.5 / 7.3–7.5 details).
 
 Every claim here is built by `claim()`: each of its words carries a random suffix, so it shares no
 word with any other memory and is admitted only by a cue that contains it verbatim (the admission
-floor, spec 12.1). Cues are built from such words only, so they never admit the lessons that
+floor, behaviour §12.1). Cues are built from such words only, so they never admit the lessons that
 consolidation derives from the throwaway sessions' outcome summaries ("Task … finished.").
 """
 
@@ -114,7 +114,7 @@ def assert_invalid(err, paths: list[str]) -> None:
 
 
 def assert_only_touched(before: dict, after: dict, session_id: str) -> None:
-    """Spec 2.3 / 7.2: a request refused after its open session was resolved still touches it
+    """Behaviour §2.3 / 7.2: a request refused after its open session was resolved still touches it
     (`last_activity_at`, and for a Recall its recall count); that touch is its only write."""
     assert after["counts"] == before["counts"]
     assert after["ledger"] == before["ledger"]
@@ -133,7 +133,7 @@ def assert_only_touched(before: dict, after: dict, session_id: str) -> None:
 
 
 def page_counts(sizes: list[int], max_items: int, budget: int) -> list[int]:
-    """Reference paging of spec 5.4: at most `max_items`, ending before the first item that would
+    """Reference paging of behaviour §5.4: at most `max_items`, ending before the first item that would
     exceed the budget unless the page is still empty."""
     counts, i = [], 0
     while i < len(sizes):
@@ -191,7 +191,7 @@ def test_s18_page_size_range_edges(server, stub, scope):
     before = server.snapshot()
     for bad in (0, -1, 11, 2**31 - 1):
         assert_invalid(expect_error(lambda: activate(stub, scope, task=cue, page_size=bad)), ["page_size"])
-    # All violations of the request are reported together (spec 4.3).
+    # All violations of the request are reported together (behaviour §4.3).
     err = expect_error(lambda: activate(stub, scope, task=cue, page_size=0, initial_goal="  "))
     assert err.code == grpc.StatusCode.INVALID_ARGUMENT and err.reason == "INVALID_INPUT"
     assert sorted(err.paths) == ["initial_goal", "page_size"]
@@ -267,7 +267,7 @@ def test_s20_recall_modes_are_exclusive(server, stub, scope):
     assert_invalid(both, ["query"])
     neither = expect_error(lambda: stub.Recall(pb.RecallRequest(session_id=a.session_id, scope=scope), timeout=30))
     assert_invalid(neither, [""])
-    # Stage-2 refusals: the session is not even resolved, so not touched either (spec 2.3).
+    # Stage-2 refusals: the session is not even resolved, so not touched either (behaviour §2.3).
     assert server.snapshot() == before
 
 
@@ -326,7 +326,7 @@ def test_s21_cursor_rereads_and_refusals(server, stub, scope):
     assert not last.more_available
 
     # Another session's cursor → NOT_FOUND CURSOR_NOT_FOUND (stage 5). The refused Recall still
-    # touches the open session it resolved and counts as a recall call (spec 2.3, 7.2).
+    # touches the open session it resolved and counts as a recall call (behaviour §2.3, 7.2).
     b = activate(stub, scope, task=claim("an unrelated lookup"))
     before = server.snapshot()
     err = expect_error(lambda: next_page(stub, b.session_id, scope, cursor))
@@ -371,7 +371,7 @@ def test_s22_continuation_items_join_the_originating_retrieval(server, stub, sco
     assert r2.retrieval_id == r.retrieval_id and len(r2.memories) == 2
     assert list(r2.evidence) == [] and r2.evidence_mode == res.EVIDENCE_MODE_REFERENCES
 
-    # The commit gate touches the session even when it refuses (spec 2.3, 11.1).
+    # The commit gate touches the session even when it refuses (behaviour §2.3, 11.1).
     before = server.snapshot()
     err = expect_error(lambda: commit(stub, a.session_id))
     assert err.code == grpc.StatusCode.FAILED_PRECONDITION and err.reason == "INCOMPLETE_FEEDBACK"
@@ -429,7 +429,7 @@ def test_s68_memory_retired_between_pages_is_still_served(server, stub, scope):
     assert served.content == target_content
     assert next_page(stub, a.session_id, scope, a.continue_from) == page  # same items on a reread
 
-    # Assessable under the originating retrieval; learned stays frozen (spec 12.3).
+    # Assessable under the originating retrieval; learned stays frozen (behaviour §12.3).
     f = stub.Feedback(pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=[used(target)]), timeout=30)
     assert list(f.record.rejected) == []
     assert list(f.record.applied.unchanged) == [target]
@@ -451,7 +451,7 @@ def test_retrieval_continuation_pages_inherit_page_size(server, stub, scope):
     served = [m for p in pages for m in ids(p)]
     assert sorted(served) == sorted(memory_ids) and len(set(served)) == 7
     assert all(p.relevant_total == 7 and p.retrieval_id == a.retrieval_id for p in pages)
-    # Catalog order is score, then relevance, descending (spec 12.1).
+    # Catalog order is score, then relevance, descending (behaviour §12.1).
     signals = [(m.ranking.score, m.ranking.relevance) for p in pages for m in p.memories]
     assert signals == sorted(signals, reverse=True)
 
@@ -489,7 +489,7 @@ def test_retrieval_accessible_field_describes_what_remains(server, stub, scope):
         rest_p = [p for p in procs if p not in served_procs]
         kinds = sorted({type_of[m] for m in rest_m} | ({"procedure"} if rest_p else set()))
         # Characters of the rendered content: a memory's served content; a procedure's goal,
-        # summary, steps and caveats (the texts that make up its size, spec 5.4).
+        # summary, steps and caveats (the texts that make up its size, behaviour §5.4).
         chars = sum(len(content_of[m]) for m in rest_m) + sum(len("".join(procs[p])) for p in rest_p)
         return res.AccessibleField(
             extra_candidates=len(rest_m) + len(rest_p), kinds=kinds, approx_extra_tokens=math.ceil(chars / 4)
@@ -673,7 +673,7 @@ def test_retrieval_continuation_warnings_only_failed_procedure(server, stub, sco
 
     a = activate(stub, scope, task=" ".join(goals) + " " + gap)
     assert "known_gap" in codes(a)
-    # The failure procedure ranks below otherwise-equal ones (spec 12.4), so it is on page two.
+    # The failure procedure ranks below otherwise-equal ones (behaviour §12.4), so it is on page two.
     assert failed not in proc_ids(a) and "failed_procedure" not in codes(a)
     assert a.more_available
     page = next_page(stub, a.session_id, scope, a.continue_from)
@@ -690,7 +690,7 @@ def test_retrieval_continuation_warnings_only_failed_procedure(server, stub, sco
 
 def test_retrieval_memory_page_budget_counts_the_served_excerpt(make_server):
     # Two 1400-character memories are served as ~1020-character excerpts: two excerpts fit in
-    # 2100 bytes, two whole contents would not (size = bytes of the served content, spec 5.4).
+    # 2100 bytes, two whole contents would not (size = bytes of the served content, behaviour §5.4).
     budget = 2100
     srv = make_server(limits=RetrievalLimits(memory_page_budget_bytes=budget))
     stub, scope = srv.stub, new_scope()
@@ -727,7 +727,7 @@ def test_retrieval_continuation_shows_updated_procedure(server, stub, scope):
     goals = [claim(f"restore the backup variant {i}") for i in range(4)]
     for g in goals[:3]:
         seed_procedure(stub, scope, g)
-    # The failure procedure ranks last (spec 12.4 penalty), so it waits on page two.
+    # The failure procedure ranks last (behaviour §12.4 penalty), so it waits on page two.
     s = activate(stub, scope, task=claim("capture a reusable method"))
     assess_all(stub, s)
     failed = commit(
@@ -826,7 +826,7 @@ def test_retrieval_cursor_is_trimmed_and_bounded(server, stub, scope):
         pb.RecallRequest(session_id=f" {a.session_id} ", scope=f" {scope} ", continue_from=f"  {a.continue_from}\t"),
         timeout=30,
     )
-    assert padded == plain  # identifiers and scope are trimmed (spec 3.2, 3.3)
+    assert padded == plain  # identifiers and scope are trimmed (behaviour §3.2, 3.3)
     before = server.snapshot()
     assert_invalid(expect_error(lambda: next_page(stub, a.session_id, scope, "c" * 257)), ["continue_from"])
     assert_invalid(
@@ -853,7 +853,7 @@ def test_retrieval_evidence_records_are_deduplicated(server, stub, scope):
 
 
 def test_retrieval_admission_floor_is_substring_containment(server, stub):
-    # Spec 12.1: a cue always admits a memory whose normalised content is a substring of the
+    # Behaviour §12.1: a cue always admits a memory whose normalised content is a substring of the
     # normalised task/query, "whatever the retrieval model" — also when the content shares no
     # whole word with the cue (unsegmented CJK text, emoji-only content, part of a longer word).
     cases = [

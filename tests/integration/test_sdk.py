@@ -221,7 +221,7 @@ def test_invalid_remember_raises_field_violations_and_stores_nothing(server: Ser
         assert server.snapshot() == before
         with pytest.raises(InvalidRequest):  # caught by the SDK: nothing is sent
             memory.remember(task.session_id, scope, "x", "rumour")
-        with pytest.raises(ResourceExhausted) as oversized:  # refused by gRPC itself (spec 4.1)
+        with pytest.raises(ResourceExhausted) as oversized:  # refused by gRPC itself (behaviour §4.1)
             memory.remember(task.session_id, scope, "x" * (9 * 1024 * 1024), "fact")
         assert (oversized.value.code, oversized.value.retryable, oversized.value.reason) == (
             "invalid_input",

@@ -1,4 +1,4 @@
-"""The seed's own JSON examples (contract 4.7), translated faithfully to protobuf and sent over real
+"""The seed's own JSON examples (behaviour §4.7), translated faithfully to protobuf and sent over real
 gRPC: same strings, same steps, same context; placeholder ids (`ctx_a1b2c3d4e5f6`, `sch_42`,
 `sch_17`, `sess_abc123`) replaced by real ids. Checklist 57 and 58 (gRPC half)."""
 
@@ -31,7 +31,7 @@ def _sessions_without_activity(snapshot: dict[str, Any]) -> list[tuple]:
 
 
 def assert_only_touched(before: dict[str, Any], after: dict[str, Any]) -> None:
-    """A Commit refused by the gate on an OPEN session touches `last_activity_at` (spec 2.3, 11.1);
+    """A Commit refused by the gate on an OPEN session touches `last_activity_at` (behaviour §2.3, 11.1);
     that touch is its only write: rows, ledger and every other session column are unchanged."""
     assert after["counts"] == before["counts"]
     assert after["ledger"] == before["ledger"]

@@ -1,4 +1,4 @@
-"""The semantic channel, on by default (spec 12.1 relevance model; issue: hybrid candidate generation).
+"""The semantic channel, on by default (behaviour §12.1 relevance model; issue: hybrid candidate generation).
 
 Every test server runs the default channel: static embeddings distilled from all-MiniLM-L6-v2,
 shipped inside the package, no torch. The lexical baseline is a server with SLOWAVE_SEMANTIC=off.

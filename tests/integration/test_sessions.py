@@ -1,7 +1,7 @@
-"""Conformance: sessions, the idle-session reaper and commits of ended sessions (spec 2, 9, 11).
+"""Conformance: sessions, the idle-session reaper and commits of ended sessions (behaviour §2, 9, 11).
 
 Section-14 checklist items 1 and 4–9, over real gRPC. Session state that no response carries is
-observed with the admin `session` command (spec 4.8). While a test waits for the reaper it polls
+observed with the admin `session` command (behaviour §4.8). While a test waits for the reaper it polls
 the session row through the test server's own database handle (as `Server.snapshot()` does): the
 admin command takes seconds per call, and polling through an RPC would itself be session activity.
 """
@@ -37,7 +37,7 @@ from tests.support import (
 
 DOMAIN = "slowave.ai"
 
-# Claims with disjoint vocabularies, so that a cue containing one verbatim admits it (spec 12.1 floor).
+# Claims with disjoint vocabularies, so that a cue containing one verbatim admits it (behaviour §12.1 floor).
 CLAIM_A = "Deploy port equals 8080 on alpha clusters"
 CLAIM_B = "Graphite runners build nightly bravo artifacts"
 
@@ -98,7 +98,7 @@ def test_s01_two_activations_open_two_sessions(server, stub, scope):
     assert first.session_id != second.session_id
     assert first.retrieval_id != second.retrieval_id
     assert first.session_id.startswith("sess_") and second.session_id.startswith("sess_")
-    # Neither resent a token, so each got a new one (spec 5.5).
+    # Neither resent a token, so each got a new one (behaviour §5).
     assert first.continuity_id != second.continuity_id
     listed = admin_sessions(server)
     for a in (first, second):
@@ -136,7 +136,7 @@ def test_s04_idle_session_is_reaped(make_server):
     exposed = a.memories[0].memory_id
 
     row = wait_reaped(srv, a.session_id)
-    # Reaped only once its last activity is older than the timeout (spec 2.4). The upper bound
+    # Reaped only once its last activity is older than the timeout (behaviour §2.4). The upper bound
     # (timeout + sweep interval + processing) is only checked through wait_until's deadline: a
     # tight bound cannot hold on a loaded machine.
     assert (row["ended_at"] - row["last_activity_at"]).total_seconds() >= 2
@@ -150,7 +150,7 @@ def test_s04_idle_session_is_reaped(make_server):
     assert info["procedure_id"] is None and info["trajectory"] == []
 
     # Recall (fresh or continuation) and Remember on the reaped session: SESSION_ENDED, nothing
-    # written (an ended session is not touched, spec 2.3).
+    # written (an ended session is not touched, behaviour §2.3).
     before = srv.snapshot()
     for call in (
         lambda: recall_query(stub, a.session_id, scope, CLAIM_A),
@@ -160,7 +160,7 @@ def test_s04_idle_session_is_reaped(make_server):
         check_error(expect_error(call), grpc.StatusCode.FAILED_PRECONDITION, "SESSION_ENDED", "invalid_input", False)
     assert srv.snapshot() == before
 
-    # Feedback on its retrieval is still accepted (spec 2.4, 10.6) and learning applies (L7).
+    # Feedback on its retrieval is still accepted (behaviour §2.4, 10.6) and learning applies (L7).
     record = stub.Feedback(
         pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=[used(exposed)]), timeout=30
     ).record
@@ -171,7 +171,7 @@ def test_s04_idle_session_is_reaped(make_server):
     assert list(record.outstanding.memory_ids) == [] and list(record.outstanding.procedure_ids) == []
     after = srv.snapshot()
     assert len(after["ledger"]) == len(before["ledger"]) + 2
-    # The session's state and feedback status do not change (spec 10.6): its row is untouched.
+    # The session's state and feedback status do not change (behaviour §10.6): its row is untouched.
     assert after["sessions"] == before["sessions"]
     info = admin_session(srv, a.session_id)
     assert (info["state"], info["feedback_status"], info["outcome"]) == ("REAPED", "incomplete", "unknown")
@@ -240,7 +240,7 @@ def test_s05_continuation_reads_keep_session_open(make_server):
 
     assert _stay_busy(srv, a.session_id, continuation_read) >= 6
     # Commit at once (any pause now would let the reaper act): CLOSED proves it was never reaped.
-    assess_all(stub, a)  # covers the activation page and the continuation page (spec 10.1)
+    assess_all(stub, a)  # covers the activation page and the continuation page (behaviour §10.1)
     closed = commit(stub, a.session_id)
     assert closed.operation == pb.COMMIT_OPERATION_CLOSED and not closed.HasField("already_ended")
     assert all(p == pages[0] and len(p) == 1 for p in pages)  # the same cursor, the same page

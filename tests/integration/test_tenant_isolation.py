@@ -1,4 +1,4 @@
-"""Tenant isolation (spec 3.1): another tenant's id behaves exactly like an id that does not exist,
+"""Tenant isolation (behaviour §3.1): another tenant's id behaves exactly like an id that does not exist,
 and the same scope string in two tenants names two independent stores.
 
 One server, tenants `alpha` and `beta`. Alpha builds a world (sessions open and closed, retrievals

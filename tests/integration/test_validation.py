@@ -1,8 +1,8 @@
-"""Conformance: request validation, error details and the validation order (spec 3, 4.2–4.5, 5.1, 7.2, 9.2).
+"""Conformance: request validation, error details and the validation order (behaviour §3, 4.2–4.5, 5.1, 7.2, 9.2).
 
 Section-14 checklist items 2, 3, 13, 14, 15, 16, 60 and 64, over real gRPC. Every refused request
 is checked to leave the database unchanged (`Server.snapshot()` before and after); where the
-contract says the refusal still touches the session (spec 2.3), everything but that touch is
+contract says the refusal still touches the session (behaviour §2.3), everything but that touch is
 compared and the touch itself is asserted.
 """
 
@@ -53,7 +53,7 @@ def struct(data: dict) -> struct_pb2.Struct:
 
 
 def nested(levels: int) -> dict:
-    """An object `levels` objects deep (the top-level object has depth 1, spec 3.5)."""
+    """An object `levels` objects deep (the top-level object has depth 1, behaviour §3.5)."""
     value: Any = "leaf"
     for _ in range(levels):
         value = {"level": value}
@@ -61,7 +61,7 @@ def nested(levels: int) -> dict:
 
 
 def canonical_size(value: dict) -> int:
-    """Spec 3.5's canonical JSON, written from the contract: sorted keys, no white space, non-ASCII
+    """Behaviour §3.5's canonical JSON, written from the contract: sorted keys, no white space, non-ASCII
     unescaped, integral numbers without fraction."""
 
     def norm(v: Any) -> Any:
@@ -90,7 +90,7 @@ def session_of(snapshot: dict, session_id: str) -> dict:
 
 def assert_only_touched(before: dict, after: dict, session_id: str, *, recall: bool) -> None:
     """A refusal after the session resolved writes only the activity touch (and, for a Recall, the
-    recall count) of an open session (spec 2.3, 7.2): rows, ledger and every other column unchanged."""
+    recall count) of an open session (behaviour §2.3, 7.2): rows, ledger and every other column unchanged."""
     assert after["counts"] == before["counts"]
     assert after["ledger"] == before["ledger"]
     assert sessions_without(after, "last_activity_at", "recall_calls") == sessions_without(
@@ -115,12 +115,12 @@ def test_s02_blank_initial_goal_is_rejected(server, stub, scope, goal):
     before = server.snapshot()
     err = expect_error(lambda: stub.Activate(activate_request(scope, initial_goal=goal), timeout=30))
     check_invalid(err, ["initial_goal"])
-    # No session, retrieval, catalog, cursor or continuity token was created (spec 2.2).
+    # No session, retrieval, catalog, cursor or continuity token was created (behaviour §2.2).
     assert server.snapshot() == before
 
 
 def test_s02_oversized_initial_goal_is_rejected(server, stub, scope):
-    """Related limit (spec 3.4): 4 KiB of UTF-8, measured in bytes, not characters."""
+    """Related limit (behaviour §3.4): 4 KiB of UTF-8, measured in bytes, not characters."""
     before = server.snapshot()
     err = expect_error(lambda: stub.Activate(activate_request(scope, initial_goal="é" * 2049), timeout=30))  # 4098 B
     check_invalid(err, ["initial_goal"])
@@ -177,7 +177,7 @@ def test_s03_padded_scope_is_trimmed_and_matched(make_server):
 
 @pytest.mark.parametrize("good_scope", ["x:y", "workflow:a:b:c", "domain: spaced id "])
 def test_s03_scope_edge_forms_are_accepted(make_server, good_scope):
-    """At least 3 characters with a `:`; split at the first `:`; the id may contain colons (spec 3.2)."""
+    """At least 3 characters with a `:`; split at the first `:`; the id may contain colons (behaviour §3.2)."""
     srv = make_server()
     a = srv.stub.Activate(activate_request(good_scope), timeout=30)
     assert remember(srv.stub, a.session_id, good_scope.strip(), CLAIM).scope == good_scope.strip()
@@ -209,7 +209,7 @@ def test_s13_remember_scope_differing_by_case_is_mismatch(server, stub, scope, f
     before = server.snapshot()
     err = expect_error(lambda: stub.Remember(request, timeout=30))
     check_error(err, grpc.StatusCode.FAILED_PRECONDITION, "SCOPE_MISMATCH", "invalid_input", False)
-    # The refusal comes at stage 4, after the open session resolved, so spec 2.3 requires the
+    # The refusal comes at stage 4, after the open session resolved, so behaviour §2.3 requires the
     # activity touch: compare counts, ledger and every other session column instead.
     assert_only_touched(before, server.snapshot(), a.session_id, recall=False)
     # Nothing was stored: the same claim in the session's own scope is new.
@@ -217,7 +217,7 @@ def test_s13_remember_scope_differing_by_case_is_mismatch(server, stub, scope, f
 
 
 def test_s13_remember_on_ended_session_reports_ended_before_scope(server, stub, scope):
-    """Stage 4 order (spec 6.1): an ended session is reported before a scope mismatch."""
+    """Stage 4 order (behaviour §6): an ended session is reported before a scope mismatch."""
     a = activate(stub, scope)
     commit(stub, a.session_id)
     before = server.snapshot()
@@ -228,7 +228,7 @@ def test_s13_remember_on_ended_session_reports_ended_before_scope(server, stub, 
 
 # ------------------------------------------------------------------------------------------ 14
 
-# (task_context, expected path, exact?) – spec 3.5; the scenario asks for "a path under task_context".
+# (task_context, expected path, exact?) – behaviour §3.5; the scenario asks for "a path under task_context".
 BAD_TASK_CONTEXTS = {
     "null": ({"env": None}, "task_context.env", True),
     "nested_null": ({"ci": {"runner": None}}, "task_context.ci.runner", True),
@@ -269,7 +269,7 @@ def test_s14_activate_task_context_violations(server, stub, scope, case):
 
 @pytest.mark.parametrize("case", ["null", "list_of_objects", "depth_9", "size_17_kib", "key_9x"])
 def test_s14_recall_task_context_violations(server, stub, scope, case):
-    """The same rules for a fresh Recall (spec 7.1); a stage-2 refusal does not even touch the session."""
+    """The same rules for a fresh Recall (behaviour §7); a stage-2 refusal does not even touch the session."""
     context, path, exact = BAD_TASK_CONTEXTS[case]
     a = activate(stub, scope)
     before = server.snapshot()
@@ -312,7 +312,7 @@ def test_s15_commit_lists_all_four_violations(server, stub, scope):
 
 
 def test_s15_commit_outcome_unknown_is_rejected(server, stub, scope):
-    """`UNKNOWN` is reserved for the reaper (spec 9.1, 13.2)."""
+    """`UNKNOWN` is reserved for the reaper (behaviour §9, 13.2)."""
     a = activate(stub, scope)
     before = server.snapshot()
     err = expect_error(lambda: commit(stub, a.session_id, outcome=res.OUTCOME_UNKNOWN))
@@ -327,7 +327,7 @@ def test_s15_commit_outcome_unknown_is_rejected(server, stub, scope):
 def test_s16_commit_unknown_session_is_not_found(server, stub, session_id):
     before = server.snapshot()
     err = expect_error(lambda: stub.Commit(commit_request(session_id), timeout=30))
-    # Not a shape error: NOT_FOUND with code invalid_input and no BadRequest (spec 3.3, 4.2).
+    # Not a shape error: NOT_FOUND with code invalid_input and no BadRequest (behaviour §3.3, 4.2).
     check_error(err, grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND", "invalid_input", False)
     assert server.snapshot() == before
 
@@ -359,7 +359,7 @@ def test_s60_unknown_cursor_on_ended_session_is_session_ended(server, stub, scop
             )
         )
         check_error(err, grpc.StatusCode.FAILED_PRECONDITION, "SESSION_ENDED", "invalid_input", False)
-    # An ended session is not touched (spec 2.3).
+    # An ended session is not touched (behaviour §2.3).
     assert server.snapshot() == before
 
 
@@ -369,7 +369,7 @@ def test_s60_unknown_cursor_with_mismatched_scope_is_scope_mismatch(server, stub
     before = server.snapshot()
     err = expect_error(lambda: stub.Recall(request, timeout=30))
     check_error(err, grpc.StatusCode.FAILED_PRECONDITION, "SCOPE_MISMATCH", "invalid_input", False)
-    # Refused at stage 4 after the open session resolved: spec 2.3 / 7.2 require the activity touch
+    # Refused at stage 4 after the open session resolved: behaviour §2.3 / 7.2 require the activity touch
     # and the recall count, nothing else.
     middle = server.snapshot()
     assert_only_touched(before, middle, a.session_id, recall=True)
@@ -403,7 +403,7 @@ def test_s60_unknown_token_alone_is_invalid_continuity_id(server, stub, scope):
 
 
 def test_s60_malformed_token_and_blank_task_reported_together(server, stub, scope):
-    """A malformed token is a stage-2 rule, reported with every other violation (spec 5.1)."""
+    """A malformed token is a stage-2 rule, reported with every other violation (behaviour §5)."""
     before = server.snapshot()
     err = expect_error(
         lambda: stub.Activate(activate_request(scope, task="", continuity_id="cont_tooshort"), timeout=30)
@@ -418,7 +418,7 @@ def test_s60_token_of_another_scope_is_scope_mismatch(server, stub, scope):
     before = server.snapshot()
     err = expect_error(lambda: stub.Activate(activate_request(other, continuity_id=token), timeout=30))
     check_error(err, grpc.StatusCode.FAILED_PRECONDITION, "SCOPE_MISMATCH", "invalid_input", False)
-    assert server.snapshot() == before  # Activate is all-or-nothing (spec 2.2)
+    assert server.snapshot() == before  # Activate is all-or-nothing (behaviour §2.2)
     resumed = stub.Activate(activate_request(scope, continuity_id=f"  {token} "), timeout=30)
     assert (resumed.continuity_id, resumed.continuity_state) == (token, res.CONTINUITY_STATE_CONTINUED)
 
@@ -445,7 +445,7 @@ def _sized_context_canonical_forms(total: int) -> dict:
 
 
 def _sized_context_after_normalisation(total: int) -> dict:
-    """Same, measured after normalisation (spec 3.5): keys are trimmed and lowercased and duplicate
+    """Same, measured after normalisation (behaviour §3.5): keys are trimmed and lowercased and duplicate
     list items removed before the size is taken, so the value as sent is larger than `total`."""
     normalised = {"tags": ["alpha", "beta"], "blob": ""}
     normalised["blob"] = "x" * (total - canonical_size(normalised))
@@ -467,7 +467,7 @@ def test_s64_task_context_size_boundary(server, stub, scope, build):
 
 
 def test_s64_recall_task_context_size_boundary(server, stub, scope):
-    """The same limit on a fresh Recall's own task_context (stage 2, spec 7.1)."""
+    """The same limit on a fresh Recall's own task_context (stage 2, behaviour §7)."""
     a = activate(stub, scope)
     ok = stub.Recall(
         pb.RecallRequest(

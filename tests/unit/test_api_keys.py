@@ -1,4 +1,4 @@
-"""API keys (spec 3.1): key configuration, hashing, bearer metadata, the lookup cache, listen addresses."""
+"""API keys (behaviour §3.1): key configuration, hashing, bearer metadata, the lookup cache, listen addresses."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rendering of long content (spec 5.3), page budgets and what remains (5.4, 5.3 AccessibleField)."""
+"""Rendering of long content (behaviour §5.3), page budgets and what remains (5.4, 5.3 AccessibleField)."""
 
 from __future__ import annotations
 

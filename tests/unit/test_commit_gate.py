@@ -1,4 +1,4 @@
-"""The commit gate (spec 11.1; checklist 42, 43)."""
+"""The commit gate (behaviour §11.1; checklist 42, 43)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Coverage: partial and complete, implicit rows, the declaration (spec 10.3; checklist 36-38)."""
+"""Coverage: partial and complete, implicit rows, the declaration (behaviour §10.3; checklist 36-38)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Episode pairing (spec 11.5) and the session_note threshold (spec 11.4)."""
+"""Episode pairing (behaviour §11.5) and the session_note threshold (behaviour §11.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Per-target rules of the feedback authorization model (spec 10.2), in table order.
+"""Per-target rules of the feedback authorization model (behaviour §10.2), in table order.
 
 Each row's case breaks that row's rule *and* (where possible) later rules too, so the test also
 proves that only the first failing rule in table order is reported.

@@ -1,4 +1,4 @@
-"""The JSON bridge's translation (contract 4.6), called directly: JSON → protobuf requests, protobuf
+"""The JSON bridge's translation (behaviour §4.6), called directly: JSON → protobuf requests, protobuf
 responses and gRPC statuses → the seed's `{ok, data}` / `{ok: false, error}` envelopes.
 
 `execute` gets a recording fake in place of the network, so each test sees exactly which request

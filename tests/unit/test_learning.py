@@ -1,4 +1,4 @@
-"""Learned adjustments (spec 12.1, 12.2, 12.4): constants, units, clamping, rounding."""
+"""Learned adjustments (behaviour §12.1, 12.2, 12.4): constants, units, clamping, rounding."""
 
 from __future__ import annotations
 

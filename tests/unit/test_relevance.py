@@ -1,4 +1,4 @@
-"""Relevance and admission, with the normative admission floor (spec 12.1, 6.3, 10.7)."""
+"""Relevance and admission, with the normative admission floor (behaviour §12.1, 6.3, 10.7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Structured context (spec 3.5) and procedure applicability matching (spec 12.4)."""
+"""Structured context (behaviour §3.5) and procedure applicability matching (behaviour §12.4)."""
 
 from __future__ import annotations
 

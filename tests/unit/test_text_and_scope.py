@@ -1,4 +1,4 @@
-"""Text rules and limits (spec 3.4), claim equivalence (6.3), scopes (3.2), identifiers (3.3)."""
+"""Text rules and limits (behaviour §3.4), claim equivalence (6.3), scopes (3.2), identifiers (3.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The lifecycle filter of commit trajectories (spec 11.2; checklist 46, 66)."""
+"""The lifecycle filter of commit trajectories (behaviour §11.2; checklist 46, 66)."""
 
 from __future__ import annotations
 

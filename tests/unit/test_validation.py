@@ -1,6 +1,6 @@
-"""Stage 2 of every RPC (spec 4.5): shape and content rules, read from protobuf requests.
+"""Stage 2 of every RPC (behaviour §4.5): shape and content rules, read from protobuf requests.
 
-Paths are protobuf field names with `[i]` for list positions (spec 4.3).
+Paths are protobuf field names with `[i]` for list positions (behaviour §4.3).
 """
 
 from __future__ import annotations

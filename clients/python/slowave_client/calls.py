@@ -85,7 +85,7 @@ def _idempotent(method: str, request: Message) -> bool:
     if method == "Activate":
         return False
     if method == "Recall":
-        # Blank `continue_from` counts as absent (spec 7.1): only a continuation read repeats safely.
+        # Blank `continue_from` counts as absent (behaviour §7): only a continuation read repeats safely.
         recall = typing.cast(pb.RecallRequest, request)
         return not recall.HasField("query") and recall.continue_from.strip() != ""
     return True

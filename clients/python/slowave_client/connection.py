@@ -104,7 +104,7 @@ def open_channel(
 
 
 def auth_metadata(api_key: str | None) -> tuple[tuple[str, str], ...]:
-    """`authorization: Bearer <key>` (spec 3.1), or nothing without a key.
+    """`authorization: Bearer <key>` (behaviour §3.1), or nothing without a key.
 
     Sent as per-call metadata rather than call credentials: gRPC refuses call credentials on a
     plaintext channel, and keys are also used over plaintext on loopback and inside a mesh.

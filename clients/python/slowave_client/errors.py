@@ -4,7 +4,7 @@ Every failure of an SDK call is a `SlowaveError`; its subclass says the gRPC sta
 callers can write `except NotFound:` instead of comparing codes. The service's own errors carry a
 `google.rpc.ErrorInfo` (domain `slowave.ai`), from which `reason`, `code` and `retryable` come; a
 status without one (a deadline, an unreachable server, a proxy) follows the contract's JSON-bridge
-rule (spec 4.6): `code="internal_error"`, `retryable=True`, except gRPC's own RESOURCE_EXHAUSTED for
+rule (behaviour §4.6): `code="internal_error"`, `retryable=True`, except gRPC's own RESOURCE_EXHAUSTED for
 an oversized message, which is `invalid_input` and not retryable. grpcio also answers overload
 (`maximum_concurrent_rpcs`) with a bare RESOURCE_EXHAUSTED; only its message tells the two apart, so
 a bare RESOURCE_EXHAUSTED is `resource_exhausted` and retryable unless the message is gRPC's size

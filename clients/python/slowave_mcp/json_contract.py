@@ -1,4 +1,4 @@
-"""The JSON bridge of contract 4.6: one tool call in the seed's JSON shapes ↔ one MemoryService RPC.
+"""The JSON bridge of behaviour §4.6: one tool call in the seed's JSON shapes ↔ one MemoryService RPC.
 
 Pure translation, no MCP and no network: `execute(tool, arguments, invoke)` validates and converts
 the arguments, calls `invoke(rpc_name, request)` (which returns the response or raises

@@ -1,4 +1,4 @@
-"""JSON tool arguments → protobuf request messages, strictly (contract 4.6, "JSON → protobuf").
+"""JSON tool arguments → protobuf request messages, strictly (behaviour §4.6, "JSON → protobuf").
 
 Keys are the protobuf field names; an unknown key, a `null`, or a value of the wrong JSON type is a
 problem at its path (`items[1].memory_feedback[0].assessment`), and every problem of a message is

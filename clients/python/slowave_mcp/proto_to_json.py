@@ -1,4 +1,4 @@
-"""Protobuf responses and gRPC statuses → the seed's JSON (contract 4.6, "Protobuf → JSON", "Errors").
+"""Protobuf responses and gRPC statuses → the seed's JSON (behaviour §4.6, "Protobuf → JSON", "Errors").
 
 Messages render with their protobuf field names; enums as lowercase words without prefix;
 Timestamps as RFC 3339 UTC with `Z`; Structs as objects; non-`optional` scalars and all lists always

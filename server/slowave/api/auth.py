@@ -1,6 +1,6 @@
-"""Who may call, and over what: API keys → tenant (spec 3.1), TLS / mTLS, the loopback-only rule.
+"""Who may call, and over what: API keys → tenant (behaviour §3.1), TLS / mTLS, the loopback-only rule.
 
-The interceptor authenticates every call before anything else of the request is looked at (spec 4.5
+The interceptor authenticates every call before anything else of the request is looked at (behaviour §4.5
 stage 1) and puts the tenant into `request_context.tenant`, inside the handler thread, for the
 servicer. Health checks are exempt: orchestrators and load balancers probe without credentials, and
 health tells nothing about any tenant. Server reflection is not exempt once keys exist: it is part

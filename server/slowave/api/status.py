@@ -1,4 +1,4 @@
-"""Domain errors → gRPC status with google.rpc details (spec 4.2, 4.3), in one place."""
+"""Domain errors → gRPC status with google.rpc details (behaviour §4.2, 4.3), in one place."""
 
 from __future__ import annotations
 

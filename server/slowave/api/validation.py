@@ -1,8 +1,8 @@
-"""Stage 2 of every RPC (spec 4.5): the shape and content rules of the request.
+"""Stage 2 of every RPC (behaviour §4.5): the shape and content rules of the request.
 
 Each function reads one protobuf request, collects every violation (path in protobuf field names),
 and either raises InvalidInput with all of them or returns the validated command. Rules that fail
-only one batch item become that item's ItemError instead (spec 6.3, 8.3).
+only one batch item become that item's ItemError instead (behaviour §6, 8.3).
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def remember_command(req: pb.RememberRequest) -> RememberCommand:
     batch = len(req.memories) > 0
     claims: list = []
     if scalar and batch:
-        # Spec 6.1: "Both → a violation on each of `content` and `type`".
+        # Behaviour §6: "Both → a violation on each of `content` and `type`".
         v += [Violation(f, "the scalar fields and `memories` are exclusive") for f in ("content", "type")]
     elif not scalar and not batch:
         v.append(Violation("", "either `content` and `type` or `memories` is required"))

@@ -1,4 +1,4 @@
-"""API keys and tenants (spec 3.1): key format, hashing, the `authorization` metadata, the key list.
+"""API keys and tenants (behaviour §3.1): key format, hashing, the `authorization` metadata, the key list.
 
 A plaintext key exists in exactly three places: the client, the operator's configuration (when the
 operator chooses plaintext over hashes) and the one line `slowave-admin keys mint` prints. Everything

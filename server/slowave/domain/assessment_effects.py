@@ -1,4 +1,4 @@
-"""Applying assessments (seed; spec 10.2, 12.1, 12.3, 12.4): what an accepted feedback row changes.
+"""Applying assessments (seed; behaviour §10.2, 12.1, 12.3, 12.4): what an accepted feedback row changes.
 
 The ledger keeps every row; only some of them act. Per (retrieval, target) the first accepted
 explicit row is the *effective* one: it alone adds learning evidence (for the retrieval's cue) or

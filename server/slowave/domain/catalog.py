@@ -1,4 +1,4 @@
-"""Frozen catalogs and their pages (spec 5.3, 5.4): rendering, page budgets, what remains."""
+"""Frozen catalogs and their pages (behaviour §5.3, 5.4): rendering, page budgets, what remains."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Claim identity (spec 6.3): two claims are the same claim when their normalised texts are equal.
+"""Claim identity (behaviour §6): two claims are the same claim when their normalised texts are equal.
 
 The identity is a digest of the normalised text, so it can be stored and compared through an index
 (duplicate claims in a scope, the same knowledge gap asked again, a session's summary unchanged).

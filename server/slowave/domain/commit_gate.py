@@ -1,4 +1,4 @@
-"""The commit gate (seed; spec 11.1): no commit while an exposed target lacks an accepted row."""
+"""The commit gate (seed; behaviour §11.1): no commit while an exposed target lacks an accepted row."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Coverage: how silence is read in one feedback call (seed; spec 10.3)."""
+"""Coverage: how silence is read in one feedback call (seed; behaviour §10.3)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 A memory remembered with `occurred_at` is findable by the words of that date (its month's name
 and its year) and, when a cue names a day, a month or a year, memories that occurred then are
 preferred. Both are read from the calendar date in UTC; nothing depends on the clock, so the same
-cue against the same store ranks the same (spec 12.2 L7).
+cue against the same store ranks the same (behaviour §12.2 L7).
 """
 
 from __future__ import annotations

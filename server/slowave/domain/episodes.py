@@ -1,4 +1,4 @@
-"""Episode formation, the synchronous first stage of consolidation (seed; spec 11.5)."""
+"""Episode formation, the synchronous first stage of consolidation (seed; behaviour §11.5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Exposure (seed; spec 5.4, 10.1): the targets a retrieval has shown, which its feedback covers.
+"""Exposure (seed; behaviour §5.4, 10.1): the targets a retrieval has shown, which its feedback covers.
 
 A retrieval's exposure set is the union of the memories and procedures on every page it served,
 in the order each was first shown; serving a page again (a continuation read twice) exposes

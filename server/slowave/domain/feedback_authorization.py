@@ -1,4 +1,4 @@
-"""The feedback authorization model's per-target rules (seed; spec 10.2).
+"""The feedback authorization model's per-target rules (seed; behaviour §10.2).
 
 Feedback is authorised only for targets the named retrieval actually exposed, and each entry must
 be coherent. A failing entry is not an error of the call: it is appended as a rejected row with
@@ -70,7 +70,7 @@ def memory_entry_rejection(
     retrieval_scope: str,
     lookup_replacement: ReplacementLookup,
 ) -> Rejection | None:
-    """The first rule of spec 10.2 (memory table) that the entry breaks, in table order."""
+    """The first rule of behaviour §10.2 (memory table) that the entry breaks, in table order."""
     a, effect = entry.assessment, entry.effect
     if not exposed:
         return _reject("target_not_exposed", "memory_id")
@@ -128,7 +128,7 @@ def _replacement_rejection(
 
 
 def procedure_entry_rejection(entry: ProcedureEntry, *, exposed: bool) -> Rejection | None:
-    """The first rule of spec 10.2 (procedure table) that the entry breaks."""
+    """The first rule of behaviour §10.2 (procedure table) that the entry breaks."""
     if not exposed:
         return _reject("target_not_exposed", "procedure_id")
     if entry.use == UNSPECIFIED:

@@ -1,7 +1,7 @@
 """Feedback entries as the domain sees them, after the API layer has read the request.
 
 Label fields hold lowercase value names (`used`, `superseded`, …); `"unspecified"` stands for the
-zero value or any number the contract does not define (spec 13.2), and None for "absent".
+zero value or any number the contract does not define (behaviour §13.2), and None for "absent".
 """
 
 from __future__ import annotations

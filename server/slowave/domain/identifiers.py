@@ -1,4 +1,4 @@
-"""Identifiers this service mints (spec 3.3). Clients treat them as opaque strings."""
+"""Identifiers this service mints (behaviour §3.3). Clients treat them as opaque strings."""
 
 from __future__ import annotations
 

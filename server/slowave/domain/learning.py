@@ -1,10 +1,10 @@
-"""How feedback changes future retrieval (spec 12): a deterministic function of the ledger.
+"""How feedback changes future retrieval (behaviour §12): a deterministic function of the ledger.
 
 Only a (retrieval, target) pair's effective assessment — its first accepted explicit row — counts.
 A memory's evidence is kept per cue (the normalised task or query of the retrieval it was given
 under): a running sum of units per (memory, cue) and the number of cues whose sum is positive or
 negative. Feedback carries to a new cue in proportion to how alike the two cues' terms are, so a
-memory marked irrelevant for one question does not sink for another it answers (spec 12.1,
+memory marked irrelevant for one question does not sink for another it answers (behaviour §12.1,
 revised). Procedures keep effective evidence counters. All of it is updated under a lock on the
 target's row, in the transaction of the ledger rows that change it, so the stored state always
 equals a replay of the ledger (`slowave-admin learning-replay`).
@@ -35,7 +35,7 @@ PROCEDURE_FAILURE_TERM = -0.03
 # A change of any constant above, or of how relevance is computed, must change this label (spec
 # 12.1). v3: semantic evidence follows what the cue names (relevance.CueNames). v4: BM25 over
 # stemmed terms without stop words (domain.terms), session context, names, dates. learned(cue…):
-# evidence per cue, carried by cue similarity (spec 12.1 revised 2026-12).
+# evidence per cue, carried by cue similarity (behaviour §12.1 revised 2026-12).
 RETRIEVAL_POLICY_VERSION = (
     "v4(bm25,snowball-en+stop-v1,context2)"
     f"+learned(cue,step={MEMORY_STEP},bound={MEMORY_BOUND},tau={CUE_SIMILARITY_THRESHOLD},"
@@ -105,7 +105,7 @@ NO_EVIDENCE = MemoryEvidence()
 
 
 def learned_for_cue(evidence: MemoryEvidence, cue_terms: frozenset[str]) -> float:
-    """`learned(m, q)` of spec 12.1: the cue's own evidence, the strongest support and objection
+    """`learned(m, q)` of behaviour §12.1: the cue's own evidence, the strongest support and objection
     carried from similar cues, and a small global term over distinct cues."""
     own = cue_evidence(evidence.own_units)
     support = objection = 0.0

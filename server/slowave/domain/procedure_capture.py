@@ -1,4 +1,4 @@
-"""Procedure capture at commit (seed; spec 11.3) and the view of a stored procedure."""
+"""Procedure capture at commit (seed; behaviour §11.3) and the view of a stored procedure."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Relevance of a memory, procedure or knowledge gap to a cue, and the admission test (spec 12.1).
+"""Relevance of a memory, procedure or knowledge gap to a cue, and the admission test (behaviour §12.1).
 
 Lexical relevance is Okapi BM25 over terms (`domain.terms`: stop words out, Snowball stems), with
 two fields per memory: its own words (and the words of the date it occurred on) and, at lower

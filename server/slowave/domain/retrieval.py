@@ -1,4 +1,4 @@
-"""Retrieval rules (spec 5.4, 12.1, 12.3): which memories a cue admits, how they rank, and the
+"""Retrieval rules (behaviour §5.4, 12.1, 12.3): which memories a cue admits, how they rank, and the
 frozen catalog a retrieval serves its pages from.
 
 The service layer reads candidates and statistics from storage and hands them here; nothing in
@@ -161,7 +161,7 @@ def procedure_order(p: CatalogProcedure) -> tuple[float, float, str]:
 
 @dataclass(frozen=True)
 class Catalog:
-    """What a retrieval serves, frozen at creation (spec 5.4)."""
+    """What a retrieval serves, frozen at creation (behaviour §5.4)."""
 
     memories: list[CatalogMemory]
     procedures: list[CatalogProcedure]

@@ -1,4 +1,4 @@
-"""Scopes (spec 3.2): `kind:id`, trimmed, compared exactly."""
+"""Scopes (behaviour §3.2): `kind:id`, trimmed, compared exactly."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The informational `session_note` of a commit (seed; spec 11.4)."""
+"""The informational `session_note` of a commit (seed; behaviour §11.4)."""
 
 from __future__ import annotations
 

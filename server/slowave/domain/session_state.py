@@ -1,4 +1,4 @@
-"""The states of a session (spec 2.1): open until a Commit closes it or the idle reaper reaps it."""
+"""The states of a session (behaviour §2.1): open until a Commit closes it or the idle reaper reaps it."""
 
 from __future__ import annotations
 

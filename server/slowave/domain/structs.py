@@ -1,4 +1,4 @@
-"""Structured context (spec 3.5) and procedure applicability matching (spec 12.4).
+"""Structured context (behaviour §3.5) and procedure applicability matching (behaviour §12.4).
 
 Values arrive as plain Python: dict, list, str, float (or int), bool, and `NULL` for a protobuf
 NullValue (kept distinct from "absent" so the rules can name it).
@@ -158,7 +158,7 @@ def _normalize_task_object(violations: list[Violation], path: str, obj: dict[str
 
 
 def normalize_procedure_context(violations: list[Violation], path: str, value: dict[str, Any]) -> dict[str, Any]:
-    """Lenient rules for `procedure.context`: only depth, size and U+0000 are violations (spec 3.5)."""
+    """Lenient rules for `procedure.context`: only depth, size and U+0000 are violations (behaviour §3.5)."""
     if depth(value) > MAX_DEPTH:
         violations.append(Violation(path, DEPTH_VIOLATION))
         return {}
@@ -206,7 +206,7 @@ def merge_task_context(stored: dict[str, Any], update: dict[str, Any]) -> dict[s
 
 
 def contexts_match(a: Any, b: Any) -> bool:
-    """Type-strict matching of normalised values, at every depth (spec 12.4)."""
+    """Type-strict matching of normalised values, at every depth (behaviour §12.4)."""
     if isinstance(a, dict) and isinstance(b, dict):
         for key in a.keys() & b.keys():
             if key.endswith("_id"):

@@ -1,4 +1,4 @@
-"""Supersession (seed; spec 12.3): a memory retired `stale` + `superseded` points at the memory
+"""Supersession (seed; behaviour §12.3): a memory retired `stale` + `superseded` points at the memory
 that replaced it, and retrieval shows the replacement in its place.
 
 The chain is followed to its first active memory, at most `MAX_REDIRECT_HOPS` links: a chain

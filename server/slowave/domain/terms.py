@@ -4,7 +4,7 @@ A text's terms are its words (letters and digits, case-folded, accents removed) 
 words, each reduced to its Snowball (Porter 2) English stem, so `pins`, `pinning` and `pinned`
 are one term and `What`, `did`, `the` are none. Both the index (at Remember) and the cue (at
 Activate and Recall) go through this one function, and the learned adjustment compares cues by
-the same terms (spec 12.1). A change of the stop words or the stemmer changes
+the same terms (behaviour §12.1). A change of the stop words or the stemmer changes
 `retrieval_policy_version` and needs the full-text index rebuilt (a migration).
 """
 

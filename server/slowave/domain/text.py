@@ -29,7 +29,7 @@ def utf8_len(value: str) -> int:
 
 
 def normalize_claim(text: str) -> str:
-    """The equivalence of claims (spec 6.3): trimmed, white space collapsed, case folded."""
+    """The equivalence of claims (behaviour §6): trimmed, white space collapsed, case folded."""
     return _WHITESPACE.sub(" ", text.strip()).casefold()
 
 

@@ -1,4 +1,4 @@
-"""The lifecycle filter of commit trajectories (seed; spec 11.2).
+"""The lifecycle filter of commit trajectories (seed; behaviour §11.2).
 
 The seed says entries that narrate Slowave's own lifecycle are silently dropped. The detector is
 exact on purpose, so that genuine task steps that merely mention Slowave survive.

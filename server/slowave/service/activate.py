@@ -1,4 +1,4 @@
-"""Activate: open a session for a task and return the first page of what fits it (spec 5)."""
+"""Activate: open a session for a task and return the first page of what fits it (behaviour §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Commit: close the task, or update an ended session (seed; spec 2.5, 9, 11)."""
+"""Commit: close the task, or update an ended session (seed; behaviour §2.5, 9, 11)."""
 
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ def _store_trajectory(
 
 
 def _store_procedure(uow: UnitOfWork, tenant: str, session: Row, cmd: CommitCommand, now: datetime) -> str:
-    """`proc_<session_id>`: created, or replaced in place keeping its feedback history (spec 2.5)."""
+    """`proc_<session_id>`: created, or replaced in place keeping its feedback history (behaviour §2.5)."""
     proc = cmd.procedure
     assert proc is not None
     pid = make_procedure_id(session.id)

@@ -1,4 +1,4 @@
-"""Offline consolidation (spec 11.6): a committed session's outcome summary becomes a lesson.
+"""Offline consolidation (behaviour §11.6): a committed session's outcome summary becomes a lesson.
 
 Runs without any language model. Each queue entry is taken exactly once (row lock with skip-locked
 selection on PostgreSQL; SQLite transactions hold the write lock). Remembered memories and their

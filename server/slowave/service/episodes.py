@@ -1,4 +1,4 @@
-"""Forming episodes from a session's source events (spec 11.5)."""
+"""Forming episodes from a session's source events (behaviour §11.5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Feedback: append assessments of exposed targets to the ledger (seed; spec 8, 10, 12).
+"""Feedback: append assessments of exposed targets to the ledger (seed; behaviour §8, 10, 12).
 
 Each scalar call or batch item is one transaction holding the retrieval's lock, so the rows of one
 retrieval event have a single ledger order, and "first accepted explicit row" is well defined.
@@ -73,7 +73,7 @@ def _batch_item(
 class _Call:
     """What one call (or batch item) has done so far, to build its FeedbackRecord."""
 
-    cue: int | None  # the retrieval's cue: `applied` judges learned(m, q) for it (spec 12.1)
+    cue: int | None  # the retrieval's cue: `applied` judges learned(m, q) for it (behaviour §12.1)
     cue_terms: frozenset[str]
     accepted_explicit: list[str] = field(default_factory=list)
     rejected: list[pb.RejectedTarget] = field(default_factory=list)

@@ -1,4 +1,4 @@
-"""Knowledge gaps (spec 10.7): `missing` reports open them; a claim that answers them closes them."""
+"""Knowledge gaps (behaviour §10.7): `missing` reports open them; a claim that answers them closes them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reading a memory's learned adjustment for a cue (spec 12.1) out of the stored evidence."""
+"""Reading a memory's learned adjustment for a cue (behaviour §12.1) out of the stored evidence."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Replay equals state: recompute every memory's per-cue evidence from the ledger and compare it
-with the running sums Feedback maintains (spec 12: learning is a deterministic function of the
+with the running sums Feedback maintains (behaviour §12: learning is a deterministic function of the
 accepted ledger rows)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The idle-session reaper (seed; spec 2.4): closes sessions nobody commits."""
+"""The idle-session reaper (seed; behaviour §2.4): closes sessions nobody commits."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Recall: a fresh lookup (new retrieval event) or the next page of an earlier one (spec 7)."""
+"""Recall: a fresh lookup (new retrieval event) or the next page of an earlier one (behaviour §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Remember: store durable, standalone claims in the session's scope (spec 6)."""
+"""Remember: store durable, standalone claims in the session's scope (behaviour §6)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def remember(ctx: ServiceContext, tenant: str, cmd: RememberCommand) -> list[pb.
 
 class ClaimStore:
     """Stores claims of one session: MATCHED when an equivalent active claim exists (same scope and
-    type, spec 6.3), else CREATED; one source event per claim. Works on a whole batch at once."""
+    type, behaviour §6), else CREATED; one source event per claim. Works on a whole batch at once."""
 
     def __init__(
         self, uow: UnitOfWork, tenant: str, session_id: str, scope: str, now: datetime, encoder_id: str | None

@@ -1,5 +1,5 @@
 """Retrieval shared by Activate and Recall: reading candidates, storing the frozen catalog,
-serving pages and recording exposure (spec 5.4, 10.1). The rules — relevance, admission,
+serving pages and recording exposure (behaviour §5.4, 10.1). The rules — relevance, admission,
 supersession, ranking, the catalog — are in domain.retrieval and domain.relevance.
 """
 
@@ -77,7 +77,7 @@ def _admitted_memories(
 
 
 def cue_number(uow: UnitOfWork, tenant: str, cue: Cue) -> int:
-    """The stored identity of the cue that learned evidence is kept under (spec 12.1)."""
+    """The stored identity of the cue that learned evidence is kept under (behaviour §12.1)."""
     return uow.cues.number(tenant, cue_key_hash(cue.text), cue.token_set)
 
 
@@ -401,7 +401,7 @@ def _ranking(item: CatalogMemory | CatalogProcedure) -> res.RankingSignals:
 
 
 def cue_warnings(uow: UnitOfWork, tenant: str, scope: str, cue: Cue) -> list[res.RetrievalWarning]:
-    """`known_gap` for each open knowledge gap of the scope that the cue admits (spec 10.7)."""
+    """`known_gap` for each open knowledge gap of the scope that the cue admits (behaviour §10.7)."""
     warnings = []
     for gap in uow.gaps.open_in_scope(tenant, scope):
         if admits(cue, text_relevance(cue, gap.text), gap.text):
@@ -424,7 +424,7 @@ def fragmentation_warning(uow: UnitOfWork, tenant: str, scope: str) -> list[res.
 
 
 def evidence_records(uow: UnitOfWork, memory_numbers: list[int], full: bool) -> tuple[list[res.EvidenceRecord], bool]:
-    """Source events and the episodes containing them, for the first page's memories (spec 7.4)."""
+    """Source events and the episodes containing them, for the first page's memories (behaviour §7)."""
     events = uow.events.of_memories(memory_numbers)
     by_memory: dict[int, list[Row]] = {}
     for e in events:

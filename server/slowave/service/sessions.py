@@ -1,4 +1,4 @@
-"""Resolving the session a request names, with the validation order of spec 4.5 stages 3–4."""
+"""Resolving the session a request names, with the validation order of behaviour §4.5 stages 3–4."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from slowave.storage.unit_of_work import Row, UnitOfWork
 def open_session_in_scope(
     uow: UnitOfWork, tenant: str, session_id: str, scope: str, now: datetime, *, recall: bool = False
 ) -> tuple[Row, DomainError | None]:
-    """The named open session, touched (spec 2.3). Unknown → SessionNotFound; ended → SessionEnded.
+    """The named open session, touched (behaviour §2.3). Unknown → SessionNotFound; ended → SessionEnded.
 
     A scope mismatch is returned, not raised, so the caller can commit the activity touch (and
     Recall's recall count) that even a refused request performs before raising it.

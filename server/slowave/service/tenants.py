@@ -1,4 +1,4 @@
-"""Who is calling: API keys → tenants (spec 3.1), and the operator's key and tenant commands.
+"""Who is calling: API keys → tenants (behaviour §3.1), and the operator's key and tenant commands.
 
 Keys come from two places. Configured keys (`SLOWAVE_API_KEYS_FILE`, `SLOWAVE_API_KEYS`) are
 written to the database at start (hash and tenant only) but authenticate only on a replica whose
@@ -82,7 +82,7 @@ class KeyState:
 
 
 class Authenticator:
-    """Turns a call's `authorization` metadata into its tenant (spec 3.1, 4.5 stage 1)."""
+    """Turns a call's `authorization` metadata into its tenant (behaviour §3.1, 4.5 stage 1)."""
 
     def __init__(self, ctx: ServiceContext, configured: tuple[KeyEntry, ...], cache_seconds: float) -> None:
         self.ctx = ctx

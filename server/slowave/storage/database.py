@@ -135,7 +135,7 @@ def _sqlite_engine(url: str) -> Engine:
     @event.listens_for(engine, "begin")
     def _on_begin(conn) -> None:
         # Every unit of work takes SQLite's write lock up front: the per-session and per-retrieval
-        # serialisation of spec 2.6 then holds trivially, and no transaction fails on lock upgrade.
+        # serialisation of behaviour §2.6 then holds trivially, and no transaction fails on lock upgrade.
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine

@@ -197,7 +197,7 @@ class MemoryStore:
     def retire(
         self, number: int, *, stale_reason: str, superseded_by: int | None, now: datetime, retired_seq: int
     ) -> None:
-        """Ledger rows from `retired_seq` on count for nothing for this memory (spec 12.1)."""
+        """Ledger rows from `retired_seq` on count for nothing for this memory (behaviour §12.1)."""
         params = {
             "memory": number,
             "reason": stale_reason,

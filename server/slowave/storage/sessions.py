@@ -61,7 +61,7 @@ class SessionStore:
         self.ex.update_where(_s, {"id": session_id}, values)
 
     def touch(self, session_id: str, now: datetime, *, recall: bool = False) -> None:
-        """Activity of an open session (spec 2.3); a Recall also counts as a recall call."""
+        """Activity of an open session (behaviour §2.3); a Recall also counts as a recall call."""
         if recall:
             self.ex.run(_RECALLED, {"session_id": session_id, "now": now})
         else:

@@ -95,7 +95,7 @@ memories = Table(
     Column("scope", String(256), nullable=False),
     Column("type", String(32), nullable=False),
     Column("content", Text, nullable=False),
-    Column("content_norm", Text, nullable=False),  # normalised as in spec 6.3 (admission floor)
+    Column("content_norm", Text, nullable=False),  # normalised as in behaviour §6 (admission floor)
     Column("content_hash", String(64), nullable=False),  # sha256 of content_norm (duplicate claims)
     # First CONTENT_KEY_CHARS characters of content_norm (NULL when shorter): finds the memories
     # whose whole text occurs inside a cue through an index, whatever the script or word breaks.
@@ -104,7 +104,7 @@ memories = Table(
     Column("stale_reason", String(32)),
     Column("superseded_by", Integer),
     Column("retired_at", UtcDateTime),
-    # Ledger rows from this seq on count for nothing (spec 12.1: recorded after retirement).
+    # Ledger rows from this seq on count for nothing (behaviour §12.1: recorded after retirement).
     Column("retired_seq", Integer),
     # Distinct cues under which the memory's evidence sum is positive / negative (migration 0008).
     Column("positive_cues", Integer, nullable=False, default=0, server_default=text("0")),
@@ -278,7 +278,7 @@ cues = Table(
 )
 
 # Per (memory, cue): the sum of the units of the memory's effective assessments under retrievals of
-# that cue (spec 12.1), and the ledger seq of the latest one (recency bounds the compared cues).
+# that cue (behaviour §12.1), and the ledger seq of the latest one (recency bounds the compared cues).
 memory_cue_evidence = Table(
     "memory_cue_evidence",
     metadata,

@@ -28,7 +28,7 @@ def _words(text: str) -> str:
 
 def upgrade() -> None:
     bind = op.get_bind()
-    # The duplicate rule of spec 6.3 as a constraint: two concurrent Remembers of one claim cannot
+    # The duplicate rule of behaviour §6 as a constraint: two concurrent Remembers of one claim cannot
     # both create it (the loser's transaction fails and is retried as MATCHED).
     op.create_index(
         "uq_memories_active_claim",

@@ -1,4 +1,4 @@
-"""API keys (hashes only) mapped to tenants; tenants that can be disabled (spec 3.1).
+"""API keys (hashes only) mapped to tenants; tenants that can be disabled (behaviour §3.1).
 
 Revision ID: 0005
 Revises: 0004

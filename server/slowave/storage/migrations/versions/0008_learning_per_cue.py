@@ -1,4 +1,4 @@
-"""Learned evidence per cue (spec 12.1 revised 2026-12).
+"""Learned evidence per cue (behaviour §12.1 revised 2026-12).
 
 Adds `cues` (each retrieval's cue once per tenant, with its terms), `retrievals.cue_number`,
 `memory_cue_evidence` (the running sum of units per memory and cue) and, on memories, the number of
