@@ -421,7 +421,7 @@ def start_server_process(cwd: Path, database_url: str, **env: str) -> ServerProc
     def ready() -> Any:
         if proc.poll() is not None:
             raise AssertionError("slowave-server exited during start:\n" + "".join(lines))
-        return next((m for line in list(lines) if (m := re.search(r"on port (\d+)", line))), None)
+        return next((m for line in list(lines) if (m := re.search(r"slowave serving \S+ on port (\d+)", line))), None)
 
     match = wait_until(ready, timeout=120, what="slowave-server to start")
     port = int(match.group(1))

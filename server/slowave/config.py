@@ -85,8 +85,15 @@ class Settings:
     """host:port of the Prometheus /metrics endpoint; empty disables it."""
     session_idle_timeout: int = DEFAULT_IDLE_TIMEOUT
     """Seconds of inactivity before the reaper closes an open session; <= 0 disables the reaper."""
+    processes: int = 1
+    """Server processes sharing the port and the store (SLOWAVE_PROCESSES, default `auto`: one per
+    core; the in-process `start_server` of tests serves in one). A process serves on one core at a
+    time (the GIL)."""
+    background_work: bool = True
+    """This process runs the store's background work (reaper, consolidation, WAL checkpoints,
+    gauges). With several processes only the first does, so it runs once per store."""
     max_workers: int = 16
-    """Threads serving RPCs."""
+    """Threads serving RPCs (per process)."""
     max_concurrent_rpcs: int = 64
     """RPCs in flight beyond this get RESOURCE_EXHAUSTED instead of queueing without bound."""
     shutdown_grace_seconds: float = 20.0
@@ -149,6 +156,7 @@ class Settings:
         }
         if pool:
             kwargs["pool"] = PoolOptions(**pool)
+        kwargs["processes"] = parse_processes(env.get("SLOWAVE_PROCESSES") or "auto")
         if env.get("SLOWAVE_MAX_WORKERS"):
             kwargs["max_workers"] = int(env["SLOWAVE_MAX_WORKERS"])
         if env.get("SLOWAVE_MAX_CONCURRENT_RPCS"):
@@ -158,6 +166,24 @@ class Settings:
         )
         kwargs.update(_security_from_env(env))
         return cls(**kwargs)
+
+
+def parse_processes(value: str) -> int:
+    """A positive count, or `auto` for one per core."""
+    if value.strip().lower() == "auto":
+        return cpu_count()
+    count = int(value)
+    if count < 1:
+        raise ValueError(f"SLOWAVE_PROCESSES must be at least 1 (or auto), not {value!r}")
+    return count
+
+
+def cpu_count() -> int:
+    """Cores this process may run on (a container's CPU set, not the host's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def _security_from_env(env: dict[str, str]) -> dict:

@@ -227,6 +227,7 @@ _FIELDS = {
     "ts",
     "level",
     "logger",
+    "pid",
     "msg",
     "method",
     "code",
@@ -419,7 +420,9 @@ def test_the_server_process_logs_json_lines_only(tmp_path):
     threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True).start()
     try:
         match = wait_until(
-            lambda: next((m for line in list(lines) if (m := re.search(r"on port (\d+)", line))), None),
+            lambda: next(
+                (m for line in list(lines) if (m := re.search(r"slowave serving \S+ on port (\d+)", line))), None
+            ),
             timeout=90,
             what="server start",
         )

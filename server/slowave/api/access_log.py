@@ -63,11 +63,12 @@ def _utc_iso(created: float) -> str:
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per record: ts, level, logger, msg, the RPC fields of an access line, the
+    """One JSON object per record: ts, level, logger, pid, msg, the RPC fields of an access line, the
     request context of a line written during an RPC, and `exc` for a traceback."""
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {"ts": _utc_iso(record.created), "level": record.levelname, "logger": record.name}
+        out["pid"] = record.process  # which of the server processes (SLOWAVE_PROCESSES) wrote it
         rpc = getattr(record, "rpc", None)
         if rpc is not None:
             out["msg"] = "rpc"

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
 
@@ -15,6 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from slowave import tracing
+from slowave.api import supervisor
 from slowave.api.access_log import AccessLogInterceptor, configure_logging
 from slowave.api.auth import StartupRefused, prepare_security
 from slowave.api.drain import DrainInterceptor
@@ -48,6 +52,8 @@ _SERVER_OPTIONS = [
     ("grpc.max_connection_idle_ms", 300_000),
     ("grpc.max_connection_age_ms", 600_000),
     ("grpc.max_connection_age_grace_ms", 30_000),
+    # Several server processes bind one port (api.supervisor); the kernel spreads connections.
+    ("grpc.so_reuseport", 1),
 ]
 
 
@@ -76,9 +82,10 @@ class RunningServer:
         self.drain.begin()
         self.drain.wait_idle(grace)
         self.server.stop(max(0.0, deadline - time.monotonic())).wait()
-        self.reaper.stop()
-        self.consolidator.stop()
-        self.gauges.stop()
+        if self.ctx.settings.background_work:
+            self.reaper.stop()
+            self.consolidator.stop()
+            self.gauges.stop()
         if self.checkpointer is not None:
             self.checkpointer.stop()
         if self._metrics_http is not None:
@@ -136,10 +143,13 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
     server.start()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    reaper.start()
-    consolidator.start()
     gauges = GaugeRefresher(ctx, metrics, settings.gauge_refresh_seconds)
-    gauges.start()
+    checkpointer = None
+    if settings.background_work:
+        reaper.start()
+        consolidator.start()
+        gauges.start()
+        checkpointer = db.background_checkpoints(settings.wal_checkpoint_seconds)
     running = RunningServer(
         server,
         port,
@@ -151,7 +161,7 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
         reaper,
         consolidator,
         gauges,
-        checkpointer=db.background_checkpoints(settings.wal_checkpoint_seconds),
+        checkpointer=checkpointer,
     )
     if settings.metrics_addr:
         running._metrics_http = metrics.serve(settings.metrics_addr)
@@ -186,27 +196,90 @@ class GaugeRefresher:
 
 
 def main() -> None:
+    """`slowave-server`: one process per core by default (api.supervisor), or a single one."""
     configure_logging()  # SLOWAVE_LOG_FORMAT (json | text), SLOWAVE_LOG_LEVEL
     try:
         settings = Settings.from_env()
-        running = start_server(settings)
+        if supervisor.PROCESS_INDEX_ENV in os.environ:
+            _serve_as_one_of_many(settings, int(os.environ[supervisor.PROCESS_INDEX_ENV]))
+        elif settings.processes > 1:
+            _supervise(settings)
+        else:
+            _serve(settings, start_server(settings))
     except (StartupRefused, KeyConfigError) as exc:
         log.error("not starting: %s", exc)
         sys.exit(2)
+
+
+def _serve(settings: Settings, running: RunningServer) -> None:
+    _log_serving(settings, running.port, running.metrics_port, policy_version(running.ctx.semantic, settings.limits))
+    _until_signal(settings, running.stop)
+
+
+def _serve_as_one_of_many(settings: Settings, index: int) -> None:
+    supervisor.die_with_supervisor()
+    one = dataclasses.replace(settings, processes=1, background_work=index == 0)
+    running = start_server(one)
+    supervisor.signal_ready(running.port, policy_version(running.ctx.semantic, one.limits))
+    log.info("server process %d (pid %d) serving on port %d", index, os.getpid(), running.port)
+    _until_signal(settings, running.stop)
+
+
+def _supervise(settings: Settings) -> None:
+    # Migrations and the configuration checks once, before any process serves: a refused
+    # configuration stops here with its message instead of once per process.
+    db = Database(settings.database_url, settings.pool)
+    try:
+        db.migrate()
+        prepare_security(ServiceContext(db=db, settings=settings))
+    finally:
+        db.dispose()
+    supervised = supervisor.Supervisor(settings)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info(
+            "signal %d: draining %d processes (grace %.0fs)",
+            signum,
+            settings.processes,
+            settings.shutdown_grace_seconds,
+        )
+        supervised.request_stop()
+
+    # Before the processes start: a SIGTERM while they do drains them once they serve.
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        supervised.start()
+    except supervisor.StartFailed as exc:
+        log.error("not starting: %s", exc)
+        sys.exit(exc.code or 1)
+    _log_serving(settings, supervised.port, supervised.metrics_port, supervised.policy, settings.processes)
+    supervised.run()
+    supervised.stop()
+    log.info("stopped")
+
+
+def _log_serving(settings: Settings, port: int, metrics_port: int | None, policy: str, processes: int = 1) -> None:
     log.info(
-        "slowave serving %s on port %d (database %s, metrics port %s, idle timeout %ss, retrieval policy %s)",
+        "slowave serving %s on port %d (%d process%s, database %s, metrics port %s, idle timeout %ss, "
+        "retrieval policy %s)",
         SERVICE_NAME,
-        running.port,
+        port,
+        processes,
+        "" if processes == 1 else "es",
         settings.database_url.split("@")[-1],
-        running.metrics_port or "off",
+        metrics_port or "off",
         settings.session_idle_timeout,
-        policy_version(running.ctx.semantic, settings.limits),
+        policy,
     )
+
+
+def _until_signal(settings: Settings, stop: Callable[[], None]) -> None:
     done = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
         log.info("signal %d: draining (grace %.0fs)", signum, settings.shutdown_grace_seconds)
-        running.stop()
+        stop()
         done.set()
 
     signal.signal(signal.SIGTERM, on_signal)

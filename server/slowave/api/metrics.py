@@ -73,7 +73,10 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
         )
         # -- sessions and commits
-        self.open_sessions = Gauge("slowave_open_sessions", "Sessions currently open.", registry=r)
+        # Only the process running the background work sets it (api.supervisor); the others export 0.
+        self.open_sessions = Gauge(
+            "slowave_open_sessions", "Sessions currently open.", registry=r, multiprocess_mode="livemax"
+        )
         self.commits = Counter(
             "slowave_commits_total",
             "Successful commits, by outcome, operation and verification status.",

@@ -22,6 +22,7 @@ from sqlalchemy.pool import QueuePool
 from slowave.domain.errors import StorageUnavailable
 from slowave.storage import executor
 from slowave.storage.unit_of_work import UnitOfWork
+from slowave.storage.writer_lock import WriterLock
 from slowave.tracing import span
 
 log = logging.getLogger(__name__)
@@ -151,11 +152,11 @@ class WalCheckpointer:
     while requests go on (the sqlite3 module releases the GIL while SQLite works). SQLite restarts
     the log only when a transaction begins with everything copied, which under steady load almost
     never happens by chance (a transaction is nearly always open and commits just after the copy).
-    So the checkpointer then takes the process's writer lock, just long enough to copy the few
+    So the checkpointer then takes the store's writer lock, just long enough to copy the few
     pages written meanwhile, and the next write starts the log afresh: the file stays small.
     """
 
-    def __init__(self, path: str, interval: float = 1.0, writer_lock: threading.RLock | None = None) -> None:
+    def __init__(self, path: str, interval: float = 1.0, writer_lock: WriterLock | None = None) -> None:
         self.path = path
         self.interval = interval
         self._writer_lock = writer_lock
@@ -216,12 +217,10 @@ class Database:
         self.engine = create_database_engine(url, pool)
         self.dialect = self.engine.dialect.name
         self._lock_timeout = (pool or PoolOptions()).timeout
-        # SQLite has one writer at a time, and every unit of work begins IMMEDIATE. Threads of this
-        # process queue on a lock of their own instead of in SQLite's busy handler, which polls
-        # with sleeps of up to 100 ms and no order: waits become as long as the work ahead of them,
-        # not multiples of the poll interval. (Other processes still meet the busy timeout.)
-        self._writer = threading.RLock() if self.dialect == "sqlite" else None
         self.sqlite_path = sqlite_path(url) if self.dialect == "sqlite" else None
+        # SQLite has one writer at a time and every unit of work begins IMMEDIATE: writers of every
+        # thread and process queue on one lock (storage.writer_lock), not in SQLite's busy handler.
+        self._writer = WriterLock(f"{self.sqlite_path}-lock") if self.sqlite_path is not None else None
 
     def background_checkpoints(self, interval: float = 1.0) -> WalCheckpointer | None:
         """Starts the WAL checkpointer of a SQLite store (None on PostgreSQL); stop it before dispose()."""
