@@ -81,12 +81,17 @@ def cue_number(uow: UnitOfWork, tenant: str, cue: Cue) -> int:
     return uow.cues.number(tenant, cue_key_hash(cue.text), cue.token_set)
 
 
+def known_cue_number(uow: UnitOfWork, tenant: str, cue: Cue) -> int | None:
+    """The cue's identity if it has one yet; a cue never stored has no evidence of its own."""
+    return uow.cues.find(tenant, cue_key_hash(cue.text))
+
+
 def build_catalog(
     uow: UnitOfWork,
     tenant: str,
     scope: str,
     cue: Cue,
-    cue_id: int,
+    cue_id: int | None,
     task_context: dict,
     limits: RetrievalLimits,
     semantic: SemanticChannel | None = None,
