@@ -195,8 +195,8 @@ def relation(newer: str, older: str, mentions: Mentions | None = None) -> Relati
     gone = [slot for slot in b.slots if slot.value not in a.values]
     replaced = _replacements(gone, [slot for slot in a.slots if slot.value not in b.values])
     # An older version of the same fact: one value of the older claim replaced in the same place,
-    # the others kept or, if they are references (a ticket, a date: they hold digits), left out.
-    if len(replaced) != 1 or any(old.head == old.value for old in gone if old not in replaced):
+    # the others kept or, if they are bare references (a ticket, a date: no name in them), left out.
+    if len(replaced) != 1 or any(old.head for old in gone if old not in replaced):
         return Relation.NONE
     if containment < SUPERSEDE_CONTAINMENT or jaccard < SUPERSEDE_JACCARD:
         return Relation.NONE
