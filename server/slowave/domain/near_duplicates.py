@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from slowave.domain.terms import STOP_WORDS, terms
 from slowave.domain.text import normalize_claim
@@ -68,10 +68,11 @@ class Slot:
 
 @dataclass(frozen=True)
 class ClaimShape:
+    normalized: str
     wording: frozenset[str]
     slots: tuple[Slot, ...]
 
-    @property
+    @cached_property
     def values(self) -> frozenset[str]:
         return frozenset(s.value for s in self.slots)
 
@@ -137,7 +138,7 @@ def shape(text: str) -> ClaimShape:
         head = " ".join(w.casefold() for w in slot_words[k] if not any(ch.isdigit() for ch in w))
         slots.append(Slot(value, head, before, after))
         k += 1
-    return ClaimShape(frozenset(t for kind, t in items if kind == "w"), tuple(slots))
+    return ClaimShape(normalize_claim(text), frozenset(t for kind, t in items if kind == "w"), tuple(slots))
 
 
 def _aligned(old: Slot, new: Slot) -> bool:
@@ -181,9 +182,11 @@ def relation(newer: str, older: str, mentions: Mentions | None = None) -> Relati
     (a service in a project's scope). A change keeps its topic; without `mentions` the topic is
     not known, and only the other conditions apply.
     """
-    if normalize_claim(newer) == normalize_claim(older):
-        return Relation.SIMILAR  # the same text under another type (same type is MATCHED)
     a, b = shape(newer), shape(older)
+    if a.normalized == b.normalized:
+        return Relation.SIMILAR  # the same text under another type (same type is MATCHED)
+    if a.values and b.values and a.values.isdisjoint(b.values):
+        return Relation.NONE  # nothing in common that either flag could rest on
     shared_words = len(a.wording & b.wording)
     union_words = len(a.wording | b.wording)
     jaccard = shared_words / union_words if union_words else 0.0
