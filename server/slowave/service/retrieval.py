@@ -26,6 +26,7 @@ from slowave.domain.structs import contexts_match
 from slowave.domain.supersession import active_successor, stand_ins
 from slowave.service.learned import learned_adjustments
 from slowave.service.messages import message
+from slowave.storage.memories import TERM_CHARS
 from slowave.storage.unit_of_work import Row, UnitOfWork
 from slowave.tracing import span
 from slowave.v1 import resources_pb2 as res
@@ -324,7 +325,7 @@ def scope_mentions(uow: UnitOfWork, tenant: str, scope: str) -> Mentions:
         if value not in known:
             words = value_terms(value)
             counts = uow.search.term_statistics(tenant, scope, words) if words else {}
-            known[value] = min((counts.get(w, 0) for w in words), default=0)
+            known[value] = min((counts.get(w[:TERM_CHARS], 0) for w in words), default=0)
         return known[value]
 
     return mentions
