@@ -14,17 +14,19 @@ result are compared with what the corpus knows:
 * `similar` is right when the two memories are a fact and its restatement; any other pair is a
   `similar` on distinct claims.
 
-The added cost is measured against a server without the flags (`--baseline-server`, e.g.
-/work/main/.venv/bin/slowave-server built from the commit before them): the same batches, timed
-per Remember call.
+The added cost is measured against the server of an earlier commit without the flags
+(`--baseline-rev`: its `server/` tree, taken with `git archive`, run by this environment's Python
+with this checkout's generated stubs): the same batches, timed per Remember call.
 
-`python bench/conflicts.py [--quick] [--baseline-server PATH]` writes bench/results/conflicts.md.
+`python bench/conflicts.py [--quick] [--baseline-rev REV]` writes bench/results/conflicts.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -157,16 +159,32 @@ def score(corpus: Corpus, run: Run) -> Scores:
     )
 
 
-def serve(binary: str | None, corpus: Corpus) -> Run:
+REPO = Path(__file__).resolve().parent.parent
+
+
+def serve(corpus: Corpus, baseline_rev: str | None = None) -> Run:
     with tempfile.TemporaryDirectory(prefix="slowave-conflicts-") as tmp:
-        if binary:
-            quality.server_binary = lambda: binary  # the baseline: another build of the server
-        server = quality.ServerProcess(Path(tmp), quality.MODES["lexical"])
+        env = dict(quality.MODES["lexical"])
+        if baseline_rev:
+            env["PYTHONPATH"] = str(_baseline_tree(baseline_rev, Path(tmp) / "baseline"))
+        server = quality.ServerProcess(Path(tmp), env)
         server.start()
         try:
             return store(server.address, corpus)
         finally:
             server.stop()
+
+
+def _baseline_tree(rev: str, where: Path) -> Path:
+    """The `server/` package of commit `rev`, with this checkout's generated stubs (they are built at
+    install, never committed); first on PYTHONPATH, it is what `slowave-server` imports."""
+    where.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "server"], check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(where)], input=archive.stdout, check=True)
+    stubs = REPO / "server" / "slowave" / "v1"
+    for stub in stubs.glob("*_pb2*.py*"):
+        shutil.copy(stub, where / "server" / "slowave" / "v1" / stub.name)
+    return where / "server"
 
 
 def _ratio(a: int, b: int) -> str:
@@ -181,7 +199,7 @@ def _ms(run: Run) -> str:
     )
 
 
-def markdown(corpus: Corpus, s: Scores, run: Run, baseline: Run | None, command: str) -> str:
+def markdown(corpus: Corpus, s: Scores, run: Run, baseline: Run | None, command: str, args_rev: str = "") -> str:
     stats = corpus.stats()
     lines = [
         "# Duplicate and conflict flags at Remember",
@@ -235,7 +253,7 @@ def markdown(corpus: Corpus, s: Scores, run: Run, baseline: Run | None, command:
     if baseline is not None:
         added = (sum(run.call_seconds) - sum(baseline.call_seconds)) / run.claims * 1000
         lines += [
-            f"* Without them (baseline server): {_ms(baseline)}.",
+            f"* Without them (the server at {args_rev}): {_ms(baseline)}.",
             f"* Added: {added:.2f} ms per claim.",
         ]
     return "\n".join(lines) + "\n"
@@ -244,16 +262,16 @@ def markdown(corpus: Corpus, s: Scores, run: Run, baseline: Run | None, command:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the small corpus")
-    parser.add_argument("--baseline-server", help="a slowave-server without the flags, to measure their cost")
+    parser.add_argument("--baseline-rev", help="a commit without the flags, to measure their cost (e.g. d2caf95)")
     parser.add_argument("--out", type=Path, default=RESULT)
     args = parser.parse_args()
     corpus = build_corpus(CorpusParams.quick() if args.quick else CorpusParams())
-    run = serve(None, corpus)
-    baseline = serve(args.baseline_server, corpus) if args.baseline_server else None
+    run = serve(corpus)
+    baseline = serve(corpus, args.baseline_rev) if args.baseline_rev else None
     s = score(corpus, run)
     command = "python bench/conflicts.py" + (" --quick" if args.quick else "")
-    command += f" --baseline-server {args.baseline_server}" if args.baseline_server else ""
-    text = markdown(corpus, s, run, baseline, command)
+    command += f" --baseline-rev {args.baseline_rev}" if args.baseline_rev else ""
+    text = markdown(corpus, s, run, baseline, command, args.baseline_rev or "")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(text)
