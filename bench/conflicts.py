@@ -56,6 +56,7 @@ class Run:
     flags: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)  # key -> (similar, supersedes)
     call_seconds: list[float] = field(default_factory=list)
     claims: int = 0
+    scalar_seconds: list[float] = field(default_factory=list)
 
 
 def store(address: str, corpus: Corpus) -> Run:
@@ -64,7 +65,31 @@ def store(address: str, corpus: Corpus) -> Run:
         stub = pb_grpc.MemoryServiceStub(channel)
         for scope in corpus.scopes:
             _store_scope(stub, scope, corpus.scope_memories(scope), run)
+        _scalar_latency(stub, corpus.scopes[0], corpus.scope_memories(corpus.scopes[0])[:SCALAR_CLAIMS], run)
     return run
+
+
+SCALAR_CLAIMS = 100
+
+
+def _scalar_latency(stub: pb_grpc.MemoryServiceStub, scope: str, memories: list[MemorySpec], run: Run) -> None:
+    """Scalar Remembers of new claims into the loaded scope, each close to stored ones (a corpus
+    claim with a sentence added, so it is CREATED and compared with its neighbours)."""
+    goal = "Add notes to the loaded scope"
+    act = stub.Activate(pb.ActivateRequest(task=goal, initial_goal=goal, scope=scope), timeout=quality.RPC_TIMEOUT)
+    for m in memories:
+        began = time.perf_counter()
+        stub.Remember(
+            pb.RememberRequest(
+                session_id=act.session_id,
+                scope=scope,
+                content=f"{m.text} Rechecked on 2026-12-01.",
+                type=quality.MEMORY_TYPES[m.type],
+            ),
+            timeout=quality.RPC_TIMEOUT,
+        )
+        run.scalar_seconds.append(time.perf_counter() - began)
+    quality._close_neutrally(stub, act, goal)
 
 
 def _store_scope(stub: pb_grpc.MemoryServiceStub, scope: str, memories: list[MemorySpec], run: Run) -> None:
@@ -193,9 +218,12 @@ def _ratio(a: int, b: int) -> str:
 
 def _ms(run: Run) -> str:
     per_call = [s * 1000 for s in run.call_seconds]
+    scalar = sorted(s * 1000 for s in run.scalar_seconds)
     return (
-        f"median {statistics.median(per_call):.1f} ms per call of {quality.BATCH}, "
-        f"{sum(per_call) / run.claims:.2f} ms per claim, {run.claims / sum(run.call_seconds):.0f} claims/s"
+        f"batch: median {statistics.median(per_call):.1f} ms per call of {quality.BATCH}, "
+        f"{sum(per_call) / run.claims:.2f} ms per claim, {run.claims / sum(run.call_seconds):.0f} claims/s; "
+        f"scalar ({len(scalar)} new claims into a loaded scope): median {statistics.median(scalar):.2f} ms, "
+        f"p90 {scalar[int(0.9 * (len(scalar) - 1))]:.2f} ms"
     )
 
 
@@ -252,9 +280,10 @@ def markdown(corpus: Corpus, s: Scores, run: Run, baseline: Run | None, command:
     ]
     if baseline is not None:
         added = (sum(run.call_seconds) - sum(baseline.call_seconds)) / run.claims * 1000
+        scalar = statistics.median(run.scalar_seconds) - statistics.median(baseline.scalar_seconds)
         lines += [
             f"* Without them (the server at {args_rev}): {_ms(baseline)}.",
-            f"* Added: {added:.2f} ms per claim.",
+            f"* Added: {added:.2f} ms per claim in batches; {scalar * 1000:.2f} ms on a scalar Remember's median.",
         ]
     return "\n".join(lines) + "\n"
 
