@@ -38,6 +38,7 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import conflict_pairs
 import quality
 from corpus import Corpus, CorpusParams, MemorySpec, build_corpus
 from slowave.v1 import memory_service_pb2 as pb
@@ -57,6 +58,7 @@ class Run:
     call_seconds: list[float] = field(default_factory=list)
     claims: int = 0
     scalar_seconds: list[float] = field(default_factory=list)
+    held_out: HeldOut | None = None
 
 
 def store(address: str, corpus: Corpus) -> Run:
@@ -70,6 +72,80 @@ def store(address: str, corpus: Corpus) -> Run:
 
 
 SCALAR_CLAIMS = 100
+
+
+@dataclass
+class HeldOut:
+    """Flags on the held-out pairs (bench/conflict_pairs.py), each pair in a scope of its own."""
+
+    flags: dict[str, list[tuple[bool, bool]]] = field(default_factory=dict)  # list -> (similar, supersedes)
+    examples: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
+
+
+def held_out(address: str) -> HeldOut:
+    out = HeldOut()
+    lists = {
+        "changes": conflict_pairs.CHANGES,
+        "distinct": conflict_pairs.DISTINCT,
+        "restated": conflict_pairs.RESTATED,
+    }
+    with grpc.insecure_channel(address) as channel:
+        stub = pb_grpc.MemoryServiceStub(channel)
+        for name, pairs in lists.items():
+            for i, (older, newer) in enumerate(pairs):
+                scope = f"heldout:{name}-{i}"
+                goal = "Record two notes"
+                act = stub.Activate(
+                    pb.ActivateRequest(task=goal, initial_goal=goal, scope=scope), timeout=quality.RPC_TIMEOUT
+                )
+                first = _scalar(stub, act.session_id, scope, older)
+                second = _scalar(stub, act.session_id, scope, newer)
+                quality._close_neutrally(stub, act, goal)
+                flags = (first.memory_id in second.similar, first.memory_id in second.possibly_supersedes)
+                out.flags.setdefault(name, []).append(flags)
+                label = "possibly_supersedes" if flags[1] else "similar" if flags[0] else "none"
+                out.examples.setdefault(name, []).append((older, newer, label))
+    return out
+
+
+def _scalar(stub: pb_grpc.MemoryServiceStub, session_id: str, scope: str, content: str) -> pb.RememberResult:
+    return stub.Remember(
+        pb.RememberRequest(session_id=session_id, scope=scope, content=content, type=quality.MEMORY_TYPES["fact"]),
+        timeout=quality.RPC_TIMEOUT,
+    ).memory
+
+
+def held_out_markdown(h: HeldOut) -> list[str]:
+    changes, distinct, restated = h.flags["changes"], h.flags["distinct"], h.flags["restated"]
+    right = sum(sup for _, sup in changes)
+    wrong = sum(sup for _, sup in distinct) + sum(sup for _, sup in restated)
+    lines = [
+        "## Held-out pairs",
+        "",
+        "`bench/conflict_pairs.py`: pairs written after the rule was settled on the corpus above and never "
+        "used to change it — newer versions of one fact, distinct claims worded alike, restatements; other "
+        "subjects, value places and wordings than the corpus's. Each pair in a scope of its own (older, "
+        "then newer, scalar Remember): two memories are too few for the scope's counts to tell a topic, "
+        "so the wording and value conditions decide.",
+        "",
+        "| pairs | count | flagged `possibly_supersedes` | flagged `similar` |",
+        "|---|---:|---:|---:|",
+        *(
+            f"| {name} | {len(f)} | {sum(sup for _, sup in f)} | {sum(sim for sim, _ in f)} |"
+            for name, f in h.flags.items()
+        ),
+        "",
+        f"`possibly_supersedes` on these: precision {_ratio(right, right + wrong)} ({right} right, {wrong} wrong), "
+        f"recall {_ratio(right, len(changes))}; `similar` finds {sum(sim for sim, _ in restated)} of "
+        f"{len(restated)} restatements and fires on {sum(sim for sim, _ in distinct)} of {len(distinct)} "
+        "distinct pairs.",
+        "",
+        "Every pair and its outcome:",
+        "",
+    ]
+    for name, rows in h.examples.items():
+        lines += [f"* {name}: {older!r} → {newer!r}: **{label}**" for older, newer, label in rows]
+    return lines
 
 
 def _scalar_latency(stub: pb_grpc.MemoryServiceStub, scope: str, memories: list[MemorySpec], run: Run) -> None:
@@ -195,7 +271,10 @@ def serve(corpus: Corpus, baseline_rev: str | None = None) -> Run:
         server = quality.ServerProcess(Path(tmp), env)
         server.start()
         try:
-            return store(server.address, corpus)
+            run = store(server.address, corpus)
+            if not baseline_rev:
+                run.held_out = held_out(server.address)
+            return run
         finally:
             server.stop()
 
@@ -285,6 +364,8 @@ def markdown(corpus: Corpus, s: Scores, run: Run, baseline: Run | None, command:
             f"* Without them (the server at {args_rev}): {_ms(baseline)}.",
             f"* Added: {added:.2f} ms per claim in batches; {scalar * 1000:.2f} ms on a scalar Remember's median.",
         ]
+    if run.held_out is not None:
+        lines += ["", *held_out_markdown(run.held_out)]
     return "\n".join(lines) + "\n"
 
 
