@@ -362,6 +362,7 @@ def markdown(corpus: Corpus, s: Scores, run: Run, baseline: Run | None, command:
         scalar = statistics.median(run.scalar_seconds) - statistics.median(baseline.scalar_seconds)
         lines += [
             f"* Without them (the server at {args_rev}): {_ms(baseline)}.",
+            "* Each figure is the fastest of the runs of its server (`--repeat`, turns taken).",
             f"* Added: {added:.2f} ms per claim in batches; {scalar * 1000:.2f} ms on a scalar Remember's median.",
         ]
     if run.held_out is not None:
@@ -373,14 +374,23 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the small corpus")
     parser.add_argument("--baseline-rev", help="a commit without the flags, to measure their cost (e.g. d2caf95)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each server; the fastest of each is reported")
     parser.add_argument("--out", type=Path, default=RESULT)
     args = parser.parse_args()
     corpus = build_corpus(CorpusParams.quick() if args.quick else CorpusParams())
-    run = serve(corpus)
-    baseline = serve(corpus, args.baseline_rev) if args.baseline_rev else None
+    # The machine is shared: the two servers take turns, and each keeps its fastest run.
+    runs, baselines = [], []
+    for _ in range(args.repeat):
+        runs.append(serve(corpus))
+        if args.baseline_rev:
+            baselines.append(serve(corpus, args.baseline_rev))
+    run = min(runs, key=lambda r: sum(r.call_seconds) + sum(r.scalar_seconds))
+    run.held_out = runs[0].held_out
+    baseline = min(baselines, key=lambda r: sum(r.call_seconds) + sum(r.scalar_seconds)) if baselines else None
     s = score(corpus, run)
     command = "python bench/conflicts.py" + (" --quick" if args.quick else "")
     command += f" --baseline-rev {args.baseline_rev}" if args.baseline_rev else ""
+    command += f" --repeat {args.repeat}" if args.repeat != 3 else ""
     text = markdown(corpus, s, run, baseline, command, args.baseline_rev or "")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
