@@ -18,14 +18,12 @@ import pytest
 from slowave.storage.database import Database
 from tests.support import (
     activate,
-    assess_all,
     claim,
     commit,
     new_database_url,
     new_scope,
     pb,
     remember,
-    res,
     run_admin,
     seed_memories,
     start_test_server,
@@ -74,13 +72,22 @@ def populate(stub, scope: str) -> dict[str, str]:
         stub,
         act.session_id,
         trajectory=[
-            pb.TrajectoryEntry(kind=pb.TRAJECTORY_KIND_ACTION, summary="Read the config", status=pb.TRAJECTORY_STATUS_SUCCEEDED),
+            pb.TrajectoryEntry(
+                kind=pb.TRAJECTORY_KIND_ACTION, summary="Read the config", status=pb.TRAJECTORY_STATUS_SUCCEEDED
+            ),
             pb.TrajectoryEntry(kind=pb.TRAJECTORY_KIND_OBSERVATION, summary="The port had moved"),
         ],
         procedure=pb.CommitProcedure(summary=f"Check the port of {a_text}"),
     )
     still_open = activate(stub, scope, task=f"Please review: {a_text} {c_text}")
-    return {"a": a_id, "b": b_id, "c": c_id, "newer": newer, "task": f"Please review: {a_text} {c_text}", "open": still_open.session_id}
+    return {
+        "a": a_id,
+        "b": b_id,
+        "c": c_id,
+        "newer": newer,
+        "task": f"Please review: {a_text} {c_text}",
+        "open": still_open.session_id,
+    }
 
 
 def export_text(url: str, path: Path, *args: str) -> str:
@@ -149,7 +156,9 @@ def test_export_import_export_is_byte_identical_and_import_twice_is_a_no_op(sour
     try:
         assert catalog_ids(moved.stub, scope, facts["task"]) == catalog_ids(srv.stub, scope, facts["task"])
         fresh = seed_memories(moved.stub, scope, [claim("a memory written after the import")])[0]
-        assert int(fresh.removeprefix("sch_")) > max(int(facts[k].removeprefix("sch_")) for k in ("a", "b", "c", "newer"))
+        assert int(fresh.removeprefix("sch_")) > max(
+            int(facts[k].removeprefix("sch_")) for k in ("a", "b", "c", "newer")
+        )
     finally:
         moved.stop()
 
@@ -169,11 +178,11 @@ def test_scope_and_tenant_selection_export_only_that(source, tmp_path):
     target_srv = start_test_server(tmp_path / "target")
     try:
         kept = seed_memories(target_srv.stub, new_scope(), [claim("the target's own memory")])
-        before = target_srv.counts()
+        before = target_srv.snapshot()  # drains the seeding session's consolidation first
         # The target's numbers overlap the stream's: refused, and nothing written.
         refused = admin_fails(target_srv.database_url, "import", "--input", str(tmp_path / "scope.jsonl"))
         assert "import refused" in refused.stderr and "never remapped" in refused.stderr
-        assert target_srv.counts() == before
+        assert target_srv.snapshot() == before
         assert kept
     finally:
         target_srv.stop()
@@ -216,7 +225,9 @@ def test_copy_moves_the_store_and_verifies_it(source, tmp_path, database_backend
     srv, scope, other, facts = source
     if BACKEND == "postgresql":
         # The source must be SQLite: build one through gRPC on a SQLite file.
-        sqlite_srv = start_test_server(tmp_path / "sqlite-source", database_url=f"sqlite:///{tmp_path / 'src.db'}", semantic="static")
+        sqlite_srv = start_test_server(
+            tmp_path / "sqlite-source", database_url=f"sqlite:///{tmp_path / 'src.db'}", semantic="static"
+        )
         try:
             scope = new_scope()
             facts = populate(sqlite_srv.stub, scope)

@@ -142,5 +142,7 @@ def catalogs(ex: Executor, cues: list[tuple[str, str, str, dict]], limits: Retri
     uow = UnitOfWork(ex.connection)
     for tenant, scope, task, context in cues:
         cue = Cue(task, "")
-        known = ex.scalar(select(t.cues.c.number).where(t.cues.c.tenant == tenant, t.cues.c.key_hash == cue_key_hash(cue.text)))
+        known = ex.scalar(
+            select(t.cues.c.number).where(t.cues.c.tenant == tenant, t.cues.c.key_hash == cue_key_hash(cue.text))
+        )
         yield build_catalog(uow, tenant, scope, cue, known or 0, context, limits).to_json()
