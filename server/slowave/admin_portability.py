@@ -27,7 +27,10 @@ def _fail(message: str) -> None:
 @contextlib.contextmanager
 def _opened(path: str, mode: str) -> Iterator[TextIO]:
     if path == "-":
-        yield sys.stdout if "w" in mode else sys.stdin
+        # The stream is UTF-8 with \n line ends whatever the locale says.
+        stream = sys.stdout if "w" in mode else sys.stdin
+        stream.reconfigure(encoding="utf-8", newline="\n")  # type: ignore[union-attr]
+        yield stream
         return
     with open(path, mode, encoding="utf-8", newline="\n") as f:
         yield f

@@ -134,6 +134,7 @@ def test_export_import_export_is_byte_identical_and_import_twice_is_a_no_op(sour
     header = records(first)[0]
     assert header["format"] == "slowave-export" and header["format_version"] == 1
     assert header["source_dialect"] == BACKEND and header["schema_revision"]
+    assert run_admin(srv.database_url, "export") == first  # standard output, the same bytes
     kinds = {r["table"] for r in records(first) if r["kind"] == "row"}
     assert {"memories", "memory_vectors", "feedback_rows", "sessions", "source_events", "procedures"} <= kinds
     assert {"knowledge_gaps", "retrievals", "exposures", "memory_cue_evidence", "cues"} <= kinds
