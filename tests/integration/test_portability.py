@@ -250,6 +250,20 @@ def test_copy_moves_the_store_and_verifies_it(source, tmp_path, database_backend
     # A second copy onto the now filled target is refused.
     assert "not empty" in admin_fails(source_url, "copy", "--to", target).stderr
 
+    # The export of the copy is the export of the source, record for record (on PostgreSQL: the
+    # same encoding and order from the other backend); only the header names its dialect. And the
+    # source's stream imported (from standard input) into an empty store gives that stream again.
+    exported = export_text(source_url, tmp_path / "source.jsonl")
+    of_copy = export_text(target, tmp_path / "copy.jsonl")
+    assert of_copy.splitlines()[1:] == exported.splitlines()[1:]
+    assert records(of_copy)[0] == {**records(exported)[0], "source_dialect": BACKEND}
+    fresh_store = new_database_url(tmp_path / "fresh")
+    env = {**os.environ, "SLOWAVE_DATABASE_URL": fresh_store}
+    subprocess.run(
+        [sys.executable, "-m", "slowave.admin", "import"], input=exported, env=env, text=True, check=True, timeout=300
+    )
+    assert export_text(fresh_store, tmp_path / "fresh.jsonl").splitlines()[1:] == exported.splitlines()[1:]
+
     moved = start_test_server(tmp_path / "on-target", database_url=target, semantic="static")
     try:
         assert catalog_ids(moved.stub, scope, facts["task"]) == expected
