@@ -19,9 +19,8 @@ from typing import Any
 from sqlalchemy import select
 
 from slowave.config import RetrievalLimits
-from slowave.domain.learning import cue_key_hash
 from slowave.domain.relevance import Cue
-from slowave.service.retrieval import build_catalog
+from slowave.service.retrieval import build_catalog, known_cue_number
 from slowave.storage import portability as p
 from slowave.storage import tables as t
 from slowave.storage.database import Database
@@ -137,12 +136,9 @@ def fixed_cues(ex: Executor, scopes: int, per_scope: int) -> list[tuple[str, str
 
 
 def catalogs(ex: Executor, cues: list[tuple[str, str, str, dict]], limits: RetrievalLimits) -> Iterator[dict[str, Any]]:
-    """The catalog Activate would freeze for each cue (lexical channel), read without writing: a cue
-    the store has never seen ranks under no learned evidence of its own, as on its first Activate."""
+    """The catalog Activate would freeze for each cue (lexical channel), read as Activate reads it,
+    without writing: a cue the store has never seen ranks under no evidence of its own."""
     uow = UnitOfWork(ex.connection)
     for tenant, scope, task, context in cues:
         cue = Cue(task, "")
-        known = ex.scalar(
-            select(t.cues.c.number).where(t.cues.c.tenant == tenant, t.cues.c.key_hash == cue_key_hash(cue.text))
-        )
-        yield build_catalog(uow, tenant, scope, cue, known or 0, context, limits).to_json()
+        yield build_catalog(uow, tenant, scope, cue, known_cue_number(uow, tenant, cue), context, limits).to_json()
