@@ -28,7 +28,6 @@ from tests.support import (
     raw_engine,
     remember,
     res,
-    run_admin,
     start_keyed_server,
 )
 
@@ -194,7 +193,15 @@ def admin_views(server: Server, session_ids: list[str], needles: list[str]) -> s
 
 
 def erase(server: Server, *args: str, tenant: str = "local") -> dict:
-    return json.loads(run_admin(server.database_url, "erase", "--tenant", tenant, *args, "--json"))
+    done = admin_run(server, "erase", "--tenant", tenant, *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def admin_run(server: Server, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SLOWAVE_DATABASE_URL": server.database_url}
+    command = [sys.executable, "-m", "slowave.admin", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_erasing_a_scope_leaves_no_trace_of_its_content(make_server):
@@ -284,13 +291,8 @@ def test_erasing_one_memory_removes_it_and_its_traces_only(make_server):
     assert gone not in json.dumps(records)
     assert "differences: 0" in server.admin("learning-replay")
     # Erasing it again names nothing left to erase.
-    env_fail = run_admin_status(server, "erase", "--tenant", "local", "--memory", m1)
-    assert env_fail != 0
-
-
-def run_admin_status(server: Server, *args: str) -> int:
-    env = {**os.environ, "SLOWAVE_DATABASE_URL": server.database_url}
-    return subprocess.run([sys.executable, "-m", "slowave.admin", *args], env=env, capture_output=True).returncode
+    again = admin_run(server, "erase", "--tenant", "local", "--memory", m1)
+    assert again.returncode == 1 and "already erased" in again.stderr
 
 
 KEY_ALPHA = "swk_alpha-0123456789abcdefghijklmnopqrstuvwxyzAB"

@@ -183,7 +183,7 @@ def _erase_memories(
         decrements.update(_term_counts(own, context))
         erased_terms.update(w[:TERM_CHARS] for w in own)
     e.unindex(unindex)
-    counts["memories_fts: entries removed"] += len(unindex)
+    counts["full_text_index: entries removed"] += len(unindex)
     lessons = [r for r in rows if r.source_kind == "consolidated" and r.source_session_id]
     if not whole_scope:
         _strip_later_contexts(uow, tenant, scope, rows, erased_terms, decrements, counts)

@@ -127,7 +127,9 @@ _MERGE_INDEX = PerDialect(
 _DELETE_SCOPE_TERMS = delete(_st).where(_st.c.tenant == _tenant, _st.c.scope == _scope)
 _DECREMENT_TERM = (
     update(_st)
-    .where(_st.c.tenant == _tenant, _st.c.scope == _scope, _st.c.term == bindparam("term"))
+    .where(
+        _st.c.tenant == bindparam("t_tenant"), _st.c.scope == bindparam("t_scope"), _st.c.term == bindparam("t_term")
+    )
     .values(docs=_st.c.docs - bindparam("by"))
 )
 _PRUNE_TERMS = delete(_st).where(_st.c.tenant == _tenant, _st.c.scope == _scope, _st.c.docs <= 0)
@@ -160,18 +162,18 @@ _SESSIONS = select(_s.c.id, _s.c.outcome_summary).where(any_of(_s.c.id, _ids))
 _LOCK_SESSIONS = select(_s.c.id).where(_s.c.tenant == _tenant, _s.c.scope == _scope).with_for_update()
 _BLANK_SESSION = (
     update(_s)
-    .where(_s.c.id == bindparam("id"))
+    .where(_s.c.id == bindparam("sid"))
     .values(
         task="",
         initial_goal="",
         task_context=bindparam("empty", type_=JSON),
         final_goal=None,
         outcome_summary=None,
-        verification=bindparam("verification", type_=JSON),
+        verification=bindparam("verif", type_=JSON),
         procedure_id=None,
     )
 )
-_BLANK_SUMMARY = update(_s).where(_s.c.id == bindparam("id")).values(outcome_summary=None)
+_BLANK_SUMMARY = update(_s).where(_s.c.id == bindparam("sid")).values(outcome_summary=None)
 _BLANK_LINKS = update(_lk).where(any_of(_lk.c.session_id, _ids)).values(summary_hash="")
 _BLANK_MEMORY_LINKS = update(_lk).where(any_of(_lk.c.memory_number, _numbers)).values(summary_hash="")
 # Queued consolidations of the scope's sessions would turn their (erased) summaries into lessons.
@@ -194,7 +196,7 @@ _CUES_ELSEWHERE = (
 )
 _CUE_ROWS = select(_c.c.number, _c.c.terms).where(any_of(_c.c.number, _numbers)).order_by(_c.c.number)
 _TENANT_CUES = select(_c.c.number, _c.c.terms).where(_c.c.tenant == _tenant).order_by(_c.c.number)
-_SET_CUE_TERMS = update(_c).where(_c.c.number == bindparam("n")).values(terms=bindparam("terms"))
+_SET_CUE_TERMS = update(_c).where(_c.c.number == bindparam("n")).values(terms=bindparam("cue_terms"))
 # The key hash is the cue text's digest: a guess could be confirmed against it.
 _BLANK_CUE = update(_c).where(_c.c.number == bindparam("n")).values(terms="", key_hash=bindparam("key"))
 
@@ -291,7 +293,7 @@ class ErasureStore:
         return self.ex.run(_DELETE_SCOPE_TERMS, {"tenant": tenant, "scope": scope})
 
     def decrement_terms(self, tenant: str, scope: str, counts: dict[str, int]) -> int:
-        rows = [{"tenant": tenant, "scope": scope, "term": term, "by": by} for term, by in sorted(counts.items())]
+        rows = [{"t_tenant": tenant, "t_scope": scope, "t_term": term, "by": by} for term, by in sorted(counts.items())]
         if rows:
             self.ex.run_many(_DECREMENT_TERM, rows)
         return self.ex.run(_PRUNE_TERMS, {"tenant": tenant, "scope": scope})
@@ -312,10 +314,10 @@ class ErasureStore:
         return self.ex.run(_BLANK_TARGET_LEDGER, {"kind": kind, "ids": list(ids)}) if ids else 0
 
     def blank_session(self, session_id: str, verification: dict[str, Any] | None) -> None:
-        self.ex.run(_BLANK_SESSION, {"id": session_id, "empty": {}, "verification": verification})
+        self.ex.run(_BLANK_SESSION, {"sid": session_id, "empty": {}, "verif": verification})
 
     def blank_summary(self, session_id: str) -> None:
-        self.ex.run(_BLANK_SUMMARY, {"id": session_id})
+        self.ex.run(_BLANK_SUMMARY, {"sid": session_id})
 
     def blank_links(self, ids: Sequence[str]) -> int:
         return self.ex.run(_BLANK_LINKS, {"ids": list(ids)}) if ids else 0
@@ -336,7 +338,7 @@ class ErasureStore:
         return self.ex.run(_DELETE_CURSORS, {"tenant": tenant, "scope": scope})
 
     def set_cue_terms(self, number: int, terms: str) -> None:
-        self.ex.run(_SET_CUE_TERMS, {"n": number, "terms": terms})
+        self.ex.run(_SET_CUE_TERMS, {"n": number, "cue_terms": terms})
 
     def blank_cue(self, number: int) -> None:
         self.ex.run(_BLANK_CUE, {"n": number, "key": f"erased:{number}"})
@@ -359,7 +361,7 @@ def reclaim(engine: Any, sqlite_path: str | None, tables: Sequence[str], attempt
     if sqlite_path is None:
         done = []
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
-            for name in sorted(set(tables)):
+            for name in sorted(set(tables) & set(t.metadata.tables)):  # the index is memories' column
                 connection.exec_driver_sql(f'VACUUM (ANALYZE) "{name}"')
                 done.append(f"VACUUM {name}")
         return done
