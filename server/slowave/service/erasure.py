@@ -118,6 +118,11 @@ def _erase(uow: UnitOfWork, target: ErasureTarget, now: datetime, counts: Counte
         missing = set(target.memories) - {r.number for r in rows}
         if missing:
             raise LookupError(f"not found (or already erased) in tenant {tenant}: {sorted(missing)}")
+        # Sessions before the claim lock, as Remember and consolidation take them.
+        e = uow.erasure
+        e.sessions(
+            (r.source_session_id for r in rows if r.source_kind == "consolidated" and r.source_session_id), lock=True
+        )
         for scope in sorted({r.scope for r in rows}):
             uow.memories.lock_claims_of_scope(tenant, scope)
             mine = [r for r in rows if r.scope == scope]
@@ -128,12 +133,15 @@ def _erase(uow: UnitOfWork, target: ErasureTarget, now: datetime, counts: Counte
 
 def _erase_scope(uow: UnitOfWork, tenant: str, scope: str, now: datetime, counts: Counter[str]) -> None:
     e = uow.erasure
-    # First the claim lock and the scope's sessions: a Remember, Commit or consolidation of the
-    # scope running meanwhile either finishes before (and is erased) or waits until after.
-    uow.memories.lock_claims_of_scope(tenant, scope)
+    # Locks in the order the use cases take them (queue entry, session, then the scope's claim
+    # lock), so that on PostgreSQL a Remember, Commit or consolidation of the scope running
+    # meanwhile either finishes before (and is erased) or waits until after, and none deadlocks.
+    # A session ended after the queue is read is consolidated after the erasure, from its summary
+    # as the erasure left it: none.
+    counts["consolidation_queue: dropped"] += e.drop_queued(e.session_ids_of_scope(tenant, scope), now)
     sessions = e.sessions_of_scope(tenant, scope, lock=True)
     ids = [s.id for s in sessions]
-    counts["consolidation_queue: dropped"] += e.drop_queued(ids, now)
+    uow.memories.lock_claims_of_scope(tenant, scope)
     memories = e.memories_of_scope(tenant, scope)
     words = _erase_memories(uow, tenant, scope, memories, now, counts, whole_scope=True)
     for s in sessions:

@@ -158,7 +158,9 @@ _BLANK_TARGET_LEDGER = (
 )
 
 _SCOPE_SESSIONS = select(_s.c.id, _s.c.verification).where(_s.c.tenant == _tenant, _s.c.scope == _scope)
-_SESSIONS = select(_s.c.id, _s.c.outcome_summary).where(any_of(_s.c.id, _ids))
+_SESSIONS = select(_s.c.id, _s.c.outcome_summary).where(any_of(_s.c.id, _ids)).order_by(_s.c.id)
+_LOCKED_SESSIONS = _SESSIONS.with_for_update()
+_SCOPE_SESSION_IDS = select(_s.c.id).where(_s.c.tenant == _tenant, _s.c.scope == _scope)
 _LOCK_SESSIONS = select(_s.c.id).where(_s.c.tenant == _tenant, _s.c.scope == _scope).with_for_update()
 _BLANK_SESSION = (
     update(_s)
@@ -234,9 +236,12 @@ class ErasureStore:
             self.ex.rows(_LOCK_SESSIONS, {"tenant": tenant, "scope": scope})
         return self.ex.rows(_SCOPE_SESSIONS, {"tenant": tenant, "scope": scope})
 
-    def sessions(self, ids: Iterable[str]) -> list[Any]:
+    def sessions(self, ids: Iterable[str], *, lock: bool = False) -> list[Any]:
         ids = sorted(set(ids))
-        return self.ex.rows(_SESSIONS, {"ids": ids}) if ids else []
+        return self.ex.rows(_LOCKED_SESSIONS if lock else _SESSIONS, {"ids": ids}) if ids else []
+
+    def session_ids_of_scope(self, tenant: str, scope: str) -> list[str]:
+        return [i for (i,) in self.ex.rows(_SCOPE_SESSION_IDS, {"tenant": tenant, "scope": scope})]
 
     def present_terms(self, tenant: str, scope: str, terms: Iterable[str]) -> set[str]:
         wanted = sorted(set(terms))
