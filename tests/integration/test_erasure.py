@@ -29,6 +29,7 @@ from tests.support import (
     remember,
     res,
     start_keyed_server,
+    wait_until,
 )
 
 
@@ -168,6 +169,34 @@ def scope_rows(server: Server, scope: str, tenant: str = "local") -> dict[str, l
     return out
 
 
+def term_statistics_match_memories(server: Server, scope: str) -> None:
+    """The scope's term statistics equal a recount of its indexed (not erased) memories, as
+    storage.memories counts them: erasure subtracted exactly what the erased memories added."""
+    from collections import Counter
+
+    from slowave.domain.relevance import TOTAL_CONTEXT_WORDS_TERM, TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, context_term
+
+    engine = raw_engine(server.database_url)
+    try:
+        with engine.connect() as conn:
+            m, st = t.memories, t.scope_terms
+            rows = conn.execute(
+                select(m.c.own_terms, m.c.context_terms).where(m.c.scope == scope, m.c.own_terms.isnot(None))
+            )
+            expected: Counter[str] = Counter()
+            for own_terms, context_terms in rows:
+                own, context = own_terms.split(), (context_terms or "").split()
+                expected.update(
+                    {TOTAL_DOCS_TERM: 1, TOTAL_WORDS_TERM: len(own), TOTAL_CONTEXT_WORDS_TERM: len(context)}
+                )
+                expected.update({w[:128]: 1 for w in set(own)})
+                expected.update({context_term(w)[:128]: 1 for w in set(context)})
+            stored = dict(conn.execute(select(st.c.term, st.c.docs).where(st.c.scope == scope)).all())
+    finally:
+        engine.dispose()
+    assert {k: v for k, v in stored.items() if v} == {k: v for k, v in expected.items() if v}
+
+
 def visible(server: Server, scope: str, needles: list[str], stub=None) -> set[str]:
     """Needles that Activate or Recall (by each needle and by its sentence's words) returns."""
     stub, seen = stub or server.stub, set()
@@ -268,6 +297,7 @@ def test_erasing_one_memory_removes_it_and_its_traces_only(make_server):
     assert [m.memory_id for m in found.memories][:1] == [m1]
     assess_all(server.stub, found)
     commit(server.stub, a.session_id)
+    term_statistics_match_memories(server, scope)
     held = database_holds(server, [gone])[gone]
     assert {"memories.context_terms", "scope_terms.term", "cues.terms"} <= set(held), held
     before = server.snapshot()
@@ -282,6 +312,7 @@ def test_erasing_one_memory_removes_it_and_its_traces_only(make_server):
     assert database_holds(server, [gone]) == {}
     if server.database_url.startswith("sqlite"):
         assert files_hold(server, [gone]) == set()
+    term_statistics_match_memories(server, scope)
     assert visible(server, scope, [gone]) == set()
     assert visible(server, scope, [stays]) == {stays}, "the other memory is still served"
     hit = activate(server.stub, scope, task=f"the staging host {stays}", initial_goal="find")
@@ -323,3 +354,47 @@ def test_erasing_a_tenant_leaves_other_tenants_untouched(tmp_path):
         assert [(r["tenant"], r["command"]) for r in records] == [("alpha", "erase --tenant alpha --all")]
     finally:
         server.stop()
+
+
+def test_erasing_while_the_server_takes_writes_loses_none_of_them(make_server):
+    """Writes to another scope go on during the erasure (and its VACUUM): every acknowledged one is
+    kept and found, none fails."""
+    import threading
+
+    server = make_server()
+    scope, busy = new_scope("erase"), new_scope("busy")
+    populate(server.stub, scope)
+    a = activate(server.stub, busy, task="load", initial_goal="load")
+    stored: list[tuple[str, str]] = []
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def write() -> None:
+        while not stop.is_set():
+            word = token()
+            try:
+                stored.append((remember(server.stub, a.session_id, busy, f"Load fact {word}").memory_id, word))
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+                return
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        wait_until(lambda: len(stored) >= 5, what="writes before the erasure")
+        done = erase(server, "--scope", scope)
+        mark = len(stored)
+        wait_until(lambda: len(stored) >= mark + 5, what="writes after the erasure")
+    finally:
+        stop.set()
+        writer.join(timeout=60)
+    assert errors == []
+    assert done["counts"]["memories: blanked"] >= 2
+    engine = raw_engine(server.database_url)
+    try:
+        with engine.connect() as conn:
+            m = t.memories
+            kept = dict(conn.execute(select(m.c.number, m.c.content).where(m.c.scope == busy)).all())
+    finally:
+        engine.dispose()
+    assert {f"sch_{n}": c for n, c in kept.items()} == {mid: f"Load fact {w}" for mid, w in stored}
