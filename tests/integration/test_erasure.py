@@ -398,3 +398,38 @@ def test_erasing_while_the_server_takes_writes_loses_none_of_them(make_server):
     finally:
         engine.dispose()
     assert {f"sch_{n}": c for n, c in kept.items()} == {mid: f"Load fact {w}" for mid, w in stored}
+
+
+def test_erased_memories_leave_the_vectors_and_the_dense_channel(make_server):
+    """With the semantic channel on, the erased memories' vectors are deleted, and the server's
+    vector cache, which still holds them, never brings an erased memory back."""
+    server = make_server(semantic="static")
+    scope = new_scope("erase")
+    gone = token()
+    a = activate(server.stub, scope, task="notes", initial_goal="notes")
+    m1 = remember(server.stub, a.session_id, scope, f"The release train leaves on Fridays {gone}").memory_id
+    # A later vector keeps the scope's newest vector number where it was: the cache stays valid
+    # by its test and still holds m1's vector.
+    m2 = remember(server.stub, a.session_id, scope, "Invoices are archived in the basement").memory_id
+    assess_all(server.stub, a)
+    commit(server.stub, a.session_id)
+    warm = activate(server.stub, scope, task="When does the release train leave?", initial_goal="find")
+    assert m1 in [m.memory_id for m in warm.memories], "found by meaning before (and cached)"
+    assess_all(server.stub, warm)
+    commit(server.stub, warm.session_id)
+    engine = raw_engine(server.database_url)
+    vectors = select(func.count()).select_from(t.memory_vectors).where(t.memory_vectors.c.number == int(m1[4:]))
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(vectors).scalar_one() == 1
+        done = erase(server, "--memory", m1)
+        assert done["counts"]["memory_vectors: deleted"] == 1
+        with engine.connect() as conn:
+            assert conn.execute(vectors).scalar_one() == 0
+    finally:
+        engine.dispose()
+    after = activate(server.stub, scope, task="When does the release train leave?", initial_goal="find")
+    assert m1 not in [m.memory_id for m in after.memories]
+    assert gone not in str(after)
+    other = activate(server.stub, scope, task="Where are invoices archived?", initial_goal="find")
+    assert m2 in [m.memory_id for m in other.memories]
