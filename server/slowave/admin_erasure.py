@@ -9,6 +9,7 @@ import json
 import socket
 import sys
 
+from slowave.domain.errors import StorageUnavailable
 from slowave.domain.identifiers import memory_number
 from slowave.service.context import ServiceContext
 from slowave.service.erasure import ErasureTarget, erase
@@ -44,7 +45,8 @@ def cmd_erase(ctx: ServiceContext, args: argparse.Namespace) -> None:
             reason=args.reason,
             dry_run=args.dry_run,
         )
-    except LookupError as exc:
+    except (LookupError, StorageUnavailable, TimeoutError) as exc:
+        # Nothing was erased unless the message says the erasure is committed (reclaiming failed).
         print(str(exc), file=sys.stderr)
         raise SystemExit(1) from exc
     counts = dict(sorted(report.counts.items()))

@@ -83,6 +83,7 @@ def erase(
             _erase(uow, target, now, report.counts)
             uow.erasure.merge_index()
             if dry_run:
+                uow.erasure.secure_delete(False)  # the connection goes back to the pool
                 raise _DryRun()
             report.audit_id = uow.erasure.record(
                 erased_at=now,
