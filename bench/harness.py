@@ -224,20 +224,46 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants (a `slowave-server` with SLOWAVE_PROCESSES > 1 is a supervisor
+    whose children serve)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
+        except OSError:
+            pass
+    return out
+
+
 def memory_of(pid: int) -> dict[str, int]:
-    """VmHWM (peak resident set) and VmRSS of a process, in bytes, from /proc/<pid>/status."""
-    out = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        name, _, value = line.partition(":")
-        if name in ("VmHWM", "VmRSS"):
-            out[name] = int(value.split()[0]) * 1024
+    """VmHWM (peak resident set) and VmRSS in bytes, from /proc/<pid>/status, summed over the
+    process and its descendants (for several processes the sum of the peaks bounds the peak)."""
+    out = {"VmHWM": 0, "VmRSS": 0}
+    for p in process_tree(pid):
+        try:
+            lines = Path(f"/proc/{p}/status").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            name, _, value = line.partition(":")
+            if name in out:
+                out[name] += int(value.split()[0]) * 1024
     return out
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process has used so far (all its threads), from /proc/<pid>/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time so far (all threads) of a process and its descendants, from /proc."""
+    total = 0.0
+    for p in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 # ------------------------------------------------------------------------------------ echo server

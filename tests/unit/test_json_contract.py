@@ -631,6 +631,8 @@ def test_remember_batch_results_carry_the_agents_index():
                         type=res.MEMORY_TYPE_FACT,
                         scope=SCOPE,
                         source_event_id="evt_1",
+                        similar=["sch_3"],
+                        possibly_supersedes=["sch_2"],
                     ),
                 ),
                 pb.RememberItemResult(
@@ -668,6 +670,8 @@ def test_remember_batch_results_carry_the_agents_index():
         "type": "fact",
         "scope": SCOPE,
         "source_event_id": "evt_1",
+        "similar": ["sch_3"],
+        "possibly_supersedes": ["sch_2"],
     }
     assert "memories[1].occurred_at" in results[1]["error"]["message"]
     # The service's own item error keeps its text; only its position is the agent's.
@@ -719,6 +723,8 @@ def test_scalar_forms_render_the_record_itself():
             "type": "lesson",
             "scope": SCOPE,
             "source_event_id": "",
+            "similar": [],  # lists are always present
+            "possibly_supersedes": [],
         },
     }
     fb = execute("slowave_feedback", {"retrieval_id": "ctx_1"}, Recorder(pb.FeedbackResponse(record=record())))

@@ -249,12 +249,17 @@ def test_batch_items_and_json_rendering():
         pb.RememberItemResult(
             index=0,
             data=pb.RememberResult(
-                stored=True, memory_id="sch_1", disposition=pb.DISPOSITION_MATCHED, type=res.MEMORY_TYPE_FACT
+                stored=True,
+                memory_id="sch_1",
+                disposition=pb.DISPOSITION_CREATED,
+                type=res.MEMORY_TYPE_FACT,
+                possibly_supersedes=["sch_0"],
             ),
         ),
     )
     failed = from_message(FeedbackItemResult, pb.FeedbackItemResult(error=res.ItemError(code="not_found", message="m")))
-    assert ok.ok and ok.data.disposition == "matched" and ok.error is None
+    assert ok.ok and ok.data.disposition == "created" and ok.error is None
+    assert ok.data.possibly_supersedes == ("sch_0",) and ok.data.similar == ()
     assert not failed.ok and failed.data is None and failed.error.code == "not_found"
     assert as_json(ok) == {
         "ok": True,
@@ -262,10 +267,12 @@ def test_batch_items_and_json_rendering():
         "data": {
             "stored": True,
             "memory_id": "sch_1",
-            "disposition": "matched",
+            "disposition": "created",
             "type": "fact",
             "scope": "",
             "source_event_id": "",
+            "similar": [],
+            "possibly_supersedes": ["sch_0"],
         },
     }
     assert as_json(failed) == {"ok": False, "error": {"code": "not_found", "message": "m", "retryable": False}}

@@ -187,6 +187,10 @@ class RememberResult:
     type: str
     scope: str
     source_event_id: str
+    # Flags only (nothing is retired): active memories of the scope that say nearly the same thing,
+    # and those that look like an older version of this fact (retire them with `stale`/`superseded`).
+    similar: tuple[str, ...] = ()
+    possibly_supersedes: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -38,7 +38,8 @@ Keep from the result: `session_id` (for slowave_remember, slowave_recall, slowav
 Everything returned in `memories` and `procedures` is exposed: each needs an assessment with
 slowave_feedback before slowave_commit will succeed. `more_available` with `continue_from` means further
 pages exist (read them with slowave_recall `continue_from` only if you need them; unread pages need no
-feedback). `warnings` are advisory (e.g. `failed_procedure`, `known_gap`, `scope_fragmentation`).""",
+feedback). `warnings` are advisory (e.g. `failed_procedure`, `known_gap`, `scope_fragmentation`,
+`conflicting_memories`: two memories of the page look like two versions of one fact).""",
     "slowave_remember": """\
 Store durable, standalone claims in the session's scope so future tasks can retrieve them: facts,
 decisions, constraints, preferences, lessons, warnings. Write each claim so it is meaningful without this
@@ -49,7 +50,10 @@ Scalar form: `content` + `type` (+ optional `occurred_at`). Batch form: `memorie
 {content, type, occurred_at?} objects; the result is {"results": [{"index", "ok", "data" | "error"}]}, each
 item stored or failed on its own. `data.disposition` is `created`, or `matched` when an equivalent claim
 already existed (its memory_id is returned). To correct an outdated memory: remember the corrected claim,
-then assess the old one `stale` / `superseded` with `replacement_memory_id` = the new id.""",
+then assess the old one `stale` / `superseded` with `replacement_memory_id` = the new id. A created claim
+also lists `possibly_supersedes`: active memories that look like an older version of the same fact (same
+wording, another value); check each and retire those that no longer hold that way. `similar` lists
+memories saying nearly the same thing. Both are hints only: nothing is retired for you.""",
     "slowave_recall": """\
 Look something up in the middle of a task (`query`), or read the next page of an earlier result
 (`continue_from`); the two modes are exclusive.

@@ -72,6 +72,16 @@ class Metrics:
             registry=r,
             buckets=_LATENCY_BUCKETS,
         )
+        # CPU, not wall time: what a call costs the server whatever it waited for. The serving thread's
+        # CPU time from the handler's start to its end (interceptors inside this one included; request
+        # parsing, response serialisation and gRPC core's own threads not).
+        self.cpu = Histogram(
+            "slowave_rpc_cpu_seconds",
+            "CPU time of the thread serving an RPC, by method.",
+            labels,
+            registry=r,
+            buckets=_LATENCY_BUCKETS,
+        )
         # -- sessions and commits
         # Only the process running the background work sets it (api.supervisor); the others export 0.
         self.open_sessions = Gauge(
@@ -269,6 +279,7 @@ class MetricsInterceptor(grpc.ServerInterceptor):
                 m.started.labels("unary", service, method),
                 m.latency.labels("unary", service, method),
                 {},
+                m.cpu.labels("unary", service, method),
                 (service, method),
             )
         return children
@@ -277,14 +288,14 @@ class MetricsInterceptor(grpc.ServerInterceptor):
         handler = continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
             return handler
-        method, started, latency, handled, names = self._method(handler_call_details.method)
+        method, started, latency, handled, cpu, names = self._method(handler_call_details.method)
         behavior = handler.unary_unary
         counter = self.m.handled
 
         def wrapped(request, context):
             started.inc()
             token = _operation.set(method)
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.thread_time()
             code = grpc.StatusCode.UNKNOWN
             try:
                 response = behavior(request, context)
@@ -299,6 +310,7 @@ class MetricsInterceptor(grpc.ServerInterceptor):
                     child = handled[code] = counter.labels("unary", *names, code.name)
                 child.inc()
                 latency.observe(time.perf_counter() - start)
+                cpu.observe(time.thread_time() - cpu_start)
                 _operation.reset(token)
 
         return grpc.unary_unary_rpc_method_handler(

@@ -18,7 +18,7 @@ this module does I/O. The pieces, in the order a retrieval applies them:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from slowave.domain.dates import Period, date_words, named_periods, prefer_named_dates
@@ -182,9 +182,11 @@ class Catalog:
         )
 
     def to_json(self) -> dict[str, Any]:
+        # vars(), not dataclasses.asdict: the fields are scalars, and asdict's recursive deep copy
+        # was 8 % of an Activate's CPU (py-spy, 10k memories).
         return {
-            "memories": [asdict(m) for m in self.memories],
-            "procedures": [asdict(p) for p in self.procedures],
+            "memories": [dict(vars(m)) for m in self.memories],
+            "procedures": [dict(vars(p)) for p in self.procedures],
             "relevant_total": self.relevant_total,
             "truncated": self.truncated,
         }

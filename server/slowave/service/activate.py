@@ -14,6 +14,7 @@ from slowave.service.retrieval import (
     cue_number,
     cue_warnings,
     fragmentation_warning,
+    known_cue_number,
     new_retrieval,
     policy_version,
     serve_page,
@@ -26,6 +27,26 @@ def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> pb.Activ
     limits = ctx.settings.limits
     cue = Cue(cmd.task, cmd.semantic_context)
     query_vector = ctx.semantic.embed_query(cue.text) if ctx.semantic else None  # never inside a transaction
+    # The catalog is read in a snapshot that does not take SQLite's writer lock, so server processes
+    # rank in parallel; only the session, the retrieval and its first page are written under it.
+    # The catalog is then as of the snapshot: a claim stored in between is not in it, as if the
+    # Activate had come first.
+    with ctx.db.transaction(read_only=True) as view:
+        cold = not view.memories.scope_has_active(tenant, cmd.scope)
+        catalog = build_catalog(
+            view,
+            tenant,
+            cmd.scope,
+            cue,
+            known_cue_number(view, tenant, cue),
+            cmd.task_context,
+            limits,
+            ctx.semantic,
+            query_vector,
+        )
+        warnings = (fragmentation_warning(view, tenant, cmd.scope) if cold else []) + cue_warnings(
+            view, tenant, cmd.scope, cue
+        )
     now = ctx.clock.now()
     with ctx.db.transaction() as uow:
         if cmd.continuity_id is not None:
@@ -42,7 +63,6 @@ def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> pb.Activ
                 id=continuity_id, tenant=tenant, scope=cmd.scope, created_at=now, last_seen_at=now
             )
 
-        cold = not uow.memories.scope_has_active(tenant, cmd.scope)
         session_id = new_session_id()
         uow.sessions.insert(
             id=session_id,
@@ -60,10 +80,6 @@ def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> pb.Activ
             session_events=1,  # the activation event
             completion_recorded=False,
         )
-        cue_id = cue_number(uow, tenant, cue)
-        catalog = build_catalog(
-            uow, tenant, cmd.scope, cue, cue_id, cmd.task_context, limits, ctx.semantic, query_vector
-        )
         retrieval_id = new_activation_id()
         retrieval = new_retrieval(
             uow,
@@ -76,12 +92,9 @@ def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> pb.Activ
             cmd.page_size,
             policy_version(ctx.semantic, limits),
             catalog,
-            cue_id,
+            cue_number(uow, tenant, cue),
         )
         page = serve_page(uow, tenant, retrieval, 0, 0, limits, fresh=True).page
-        warnings = (fragmentation_warning(uow, tenant, cmd.scope) if cold else []) + cue_warnings(
-            uow, tenant, cmd.scope, cue
-        )
         warnings += page.warnings
     return message(
         pb.ActivateResponse,

@@ -7,17 +7,26 @@ from datetime import datetime
 
 from slowave.domain.claim_identity import claim_hash
 from slowave.domain.identifiers import event_id, memory_id
-from slowave.domain.relevance import SESSION_CONTEXT_CLAIMS, session_context
+from slowave.domain.near_duplicates import Relation, relation
+from slowave.domain.relevance import SESSION_CONTEXT_CLAIMS, lexical_query, session_context, statistics_terms
+from slowave.domain.terms import terms
 from slowave.service.commands import Claim, RememberCommand
 from slowave.service.context import ServiceContext
 from slowave.service.knowledge_gaps import close_answered_gaps
 from slowave.service.messages import message
+from slowave.service.retrieval import scope_mentions
 from slowave.service.sessions import open_session_in_scope
 from slowave.storage.unit_of_work import UnitOfWork
 from slowave.v1 import memory_service_pb2 as pb
 from slowave.v1 import resources_pb2 as res
 
 log = logging.getLogger(__name__)
+
+# The flags compare a new claim with the scope's memories sharing its rarest terms, within the
+# document budget retrieval uses for a cue (domain.relevance.lexical_query), at most this many.
+FLAG_CANDIDATES = 64
+# At most this many ids per flag: a longer list would only say the scope is full of near-copies.
+FLAG_LIMIT = 8
 
 
 def remember(ctx: ServiceContext, tenant: str, cmd: RememberCommand) -> list[pb.RememberResult | res.ItemError]:
@@ -142,6 +151,7 @@ class ClaimStore:
             ]
         )
         fresh = set(creating)
+        flags = {numbers[i]: self.flags(numbers[i], claims[i].content) for i in creating}
         return [
             message(
                 pb.RememberResult,
@@ -151,9 +161,34 @@ class ClaimStore:
                 type=c.type,
                 scope=self.scope,
                 source_event_id=event_id(e),
+                # A MATCHED claim (or a repeat within the batch) is no news: no flags.
+                **(flags[n] if i in fresh else {}),
             )
             for i, (c, n, e) in enumerate(zip(claims, numbers, events))
         ]
+
+    def flags(self, number: int, content: str) -> dict[str, list[str]]:
+        """`similar` and `possibly_supersedes` of a just-created memory: the older active memories of
+        the scope that the rule (domain.near_duplicates) relates to it. Read in this transaction,
+        so claims created earlier in the same batch count."""
+        token_set = frozenset(terms(content))
+        doc_counts = self.uow.search.term_statistics(self.tenant, self.scope, statistics_terms(token_set))
+        query = lexical_query(token_set, doc_counts, FLAG_CANDIDATES)
+        if query is None:
+            return {}
+        rows = self.uow.search.lexical_matches(self.tenant, self.scope, query.terms, FLAG_CANDIDATES, query.require_all)
+        found: dict[Relation, list[int]] = {Relation.SIMILAR: [], Relation.SUPERSEDES: []}
+        mentions = scope_mentions(self.uow, self.tenant, self.scope)
+        for row in rows:
+            if row.number >= number or row.status != "active":
+                continue
+            kind = relation(content, row.content, mentions)
+            if kind is not Relation.NONE:
+                found[kind].append(row.number)
+        return {
+            "similar": [memory_id(n) for n in sorted(found[Relation.SIMILAR])[:FLAG_LIMIT]],
+            "possibly_supersedes": [memory_id(n) for n in sorted(found[Relation.SUPERSEDES])[:FLAG_LIMIT]],
+        }
 
     def close_gaps(self, claims: list[Claim]) -> None:
         close_answered_gaps(self.uow, self.tenant, self.scope, *(c.content for c in claims))

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 from slowave.config import RetrievalLimits
 from slowave.domain import catalog as cat
 from slowave.domain.exposure import newly_exposed
-from slowave.domain.identifiers import episode_id, event_id, memory_id, new_cursor_id
+from slowave.domain.identifiers import episode_id, event_id, memory_id, memory_number, new_cursor_id
 from slowave.domain.learning import RETRIEVAL_POLICY_VERSION, cue_key_hash, precise, procedure_learned
 from slowave.domain.learning import ProcedureEvidence as EvidenceCounters
+from slowave.domain.near_duplicates import Mentions, conflicting_pairs, value_terms
 from slowave.domain.procedure_capture import served_caveats
 from slowave.domain.relevance import Cue, SemanticCalibration, admits, lexical_query, statistics_terms, text_relevance
 from slowave.domain.retrieval import Candidate, CandidateScoring, Catalog, CatalogMemory, CatalogProcedure
@@ -25,6 +26,7 @@ from slowave.domain.structs import contexts_match
 from slowave.domain.supersession import active_successor, stand_ins
 from slowave.service.learned import learned_adjustments
 from slowave.service.messages import message
+from slowave.storage.memories import TERM_CHARS
 from slowave.storage.unit_of_work import Row, UnitOfWork
 from slowave.tracing import span
 from slowave.v1 import resources_pb2 as res
@@ -81,12 +83,17 @@ def cue_number(uow: UnitOfWork, tenant: str, cue: Cue) -> int:
     return uow.cues.number(tenant, cue_key_hash(cue.text), cue.token_set)
 
 
+def known_cue_number(uow: UnitOfWork, tenant: str, cue: Cue) -> int | None:
+    """The cue's identity if it has one yet; a cue never stored has no evidence of its own."""
+    return uow.cues.find(tenant, cue_key_hash(cue.text))
+
+
 def build_catalog(
     uow: UnitOfWork,
     tenant: str,
     scope: str,
     cue: Cue,
-    cue_id: int,
+    cue_id: int | None,
     task_context: dict,
     limits: RetrievalLimits,
     semantic: SemanticChannel | None = None,
@@ -279,6 +286,7 @@ def serve_page(
         for p in procedures
         if p.outcome == res.OUTCOME_FAILURE
     ]
+    warnings += conflict_warnings(uow, tenant, retrieval.scope, memories)
     page = Page(
         retrieval_id=retrieval.id,
         retrieval_policy_version=retrieval.policy_version,
@@ -292,6 +300,40 @@ def serve_page(
         warnings=warnings,
     )
     return ServedPage(page, [m.n for m in page_mems])
+
+
+def conflict_warnings(
+    uow: UnitOfWork, tenant: str, scope: str, memories: list[res.Memory]
+) -> list[res.RetrievalWarning]:
+    """`conflicting_memories` for each pair of the page that reads as two versions of one fact
+    (domain.near_duplicates): the agent should check which holds and retire the other."""
+    # Numbers grow with every Remember, so they order memories by age.
+    by_age = sorted(memories, key=lambda m: memory_number(m.memory_id) or 0)
+    return [
+        res.RetrievalWarning(
+            code="conflicting_memories",
+            message=f"{newer} may supersede {older}: the same fact with a different value; "
+            "if the older one no longer holds, mark it stale (superseded)",
+        )
+        for older, newer in conflicting_pairs(
+            [(m.memory_id, m.content) for m in by_age], scope_mentions(uow, tenant, scope)
+        )
+    ]
+
+
+def scope_mentions(uow: UnitOfWork, tenant: str, scope: str) -> Mentions:
+    """How many memories of the scope can mention a value: the document count of its rarest term
+    (domain.near_duplicates tells a claim's topic by it). Read once per value."""
+    known: dict[str, int] = {}
+
+    def mentions(value: str) -> int:
+        if value not in known:
+            words = value_terms(value)
+            counts = uow.search.term_statistics(tenant, scope, words) if words else {}
+            known[value] = min((counts.get(w[:TERM_CHARS], 0) for w in words), default=0)
+        return known[value]
+
+    return mentions
 
 
 def _expose(uow: UnitOfWork, retrieval_id: str, targets: list[tuple[str, str]]) -> None:

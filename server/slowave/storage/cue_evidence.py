@@ -92,6 +92,11 @@ class CueEvidenceStore:
     def __init__(self, ex: Executor) -> None:
         self.ex = ex
 
+    def find(self, tenant: str, key_hash: str) -> int | None:
+        """The cue's number if it was ever stored (a read-only unit of work cannot store it)."""
+        found: int | None = self.ex.scalar(_CUE_BY_KEY, {"tenant": tenant, "key_hash": key_hash})
+        return found
+
     def number(self, tenant: str, key_hash: str, cue_terms: frozenset[str]) -> int:
         """The cue's number, stored on first use."""
         params = {"tenant": tenant, "key_hash": key_hash}

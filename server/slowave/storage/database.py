@@ -14,7 +14,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, func, select
+from sqlalchemy import Connection, Engine, create_engine, event, func, select
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import QueuePool
@@ -74,12 +74,15 @@ class PoolOptions:
     """Connections older than this are replaced (SLOWAVE_DB_POOL_RECYCLE)."""
 
 
+READ_ONLY = "slowave_read_only"  # execution option of a read-only unit of work (Database.transaction)
+
+
 def create_database_engine(url: str, pool: PoolOptions | None = None) -> Engine:
     if url.startswith("sqlite"):
         return _sqlite_engine(url)
     pool = pool or PoolOptions()
     # pre-ping: a connection broken by a database restart is replaced instead of failing a request.
-    return create_engine(
+    engine = create_engine(
         url,
         pool_size=pool.size,
         max_overflow=pool.overflow,
@@ -88,6 +91,13 @@ def create_database_engine(url: str, pool: PoolOptions | None = None) -> Engine:
         pool_pre_ping=True,
         connect_args={"connect_timeout": pool.connect_timeout},
     )
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn) -> None:
+        if conn.get_execution_options().get(READ_ONLY):
+            conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+
+    return engine
 
 
 def sqlite_path(url: str) -> str:
@@ -135,9 +145,22 @@ def _sqlite_engine(url: str) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn) -> None:
-        # Every unit of work takes SQLite's write lock up front: the per-session and per-retrieval
-        # serialisation of behaviour §2.6 then holds trivially, and no transaction fails on lock upgrade.
+        if conn.get_execution_options().get(READ_ONLY):
+            # A snapshot read beside the writer (WAL), refused any write: it never takes the lock.
+            conn.exec_driver_sql("BEGIN")
+            conn.exec_driver_sql("PRAGMA query_only=1")
+            return
+        # Every unit of work that writes takes SQLite's write lock up front: the per-session and
+        # per-retrieval serialisation of behaviour §2.6 then holds trivially, and no transaction
+        # fails on lock upgrade.
         conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    @event.listens_for(engine, "commit")
+    @event.listens_for(engine, "rollback")
+    def _on_end(conn) -> None:
+        if conn.get_execution_options().get(READ_ONLY):
+            with contextlib.suppress(Exception):  # a broken connection is discarded anyway
+                conn.exec_driver_sql("PRAGMA query_only=0")
 
     return engine
 
@@ -238,13 +261,16 @@ class Database:
             connection.commit()
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[UnitOfWork]:
-        """One unit of work: commits on success, rolls back on any exception."""
-        writer = self._writer
+    def transaction(self, read_only: bool = False) -> Iterator[UnitOfWork]:
+        """One unit of work: commits on success, rolls back on any exception.
+
+        `read_only`: a snapshot that refuses writes and, on SQLite, runs beside the writer instead
+        of waiting for the writer lock (Activate reads its candidates in one, then writes)."""
+        writer = None if read_only else self._writer
         if writer is not None and not writer.acquire(timeout=self._lock_timeout):
             raise StorageUnavailable("the database stayed busy; retry shortly")
         try:
-            with span("db.transaction", **{"db.system": self.dialect}), self.engine.begin() as connection:
+            with span("db.transaction", **{"db.system": self.dialect}), self._begin(read_only) as connection:
                 yield UnitOfWork(connection)
                 ensure_caller_waiting()  # an abandoned request's writes are rolled back, never committed
         except OperationalError as exc:
@@ -260,6 +286,17 @@ class Database:
         finally:
             if writer is not None:
                 writer.release()
+
+    @contextlib.contextmanager
+    def _begin(self, read_only: bool) -> Iterator[Connection]:
+        if not read_only:
+            with self.engine.begin() as connection:
+                yield connection
+            return
+        with self.engine.connect() as connection:
+            connection.execution_options(**{READ_ONLY: True})
+            with connection.begin():
+                yield connection
 
     def server_time(self) -> datetime:
         """The database server's clock (PostgreSQL), read outside any unit of work."""

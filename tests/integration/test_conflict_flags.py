@@ -1,0 +1,169 @@
+"""Duplicate and conflict flags over real gRPC (behaviour §6 `similar` / `possibly_supersedes`,
+§10 `conflicting_memories`): Remember names the older active memories a new claim may replace or
+repeat, in its own scope only, for scalar and batch calls; a retrieval warns when a page holds two
+versions of one fact; nothing is ever retired by the flags. The MCP bridge carries them in JSON."""
+
+from __future__ import annotations
+
+import uuid
+
+from tests.integration.test_mcp_bridge import bridge, data_of
+from tests.support import activate, commit, new_scope, pb, remember, res
+
+__all__ = ["bridge"]
+
+
+def service() -> str:
+    """A service name of its own, so no other test's memories resemble this one's (letters only: a
+    name with digits would read as a value that changes, like eu-west-1)."""
+    return "svc-" + "".join(chr(ord("a") + int(c, 16)) for c in uuid.uuid4().hex[:8])
+
+
+def batch(stub, session_id: str, scope: str, contents: list[str]) -> list[pb.RememberResult]:
+    response = stub.Remember(
+        pb.RememberRequest(
+            session_id=session_id,
+            scope=scope,
+            memories=[pb.RememberItem(content=c, type=res.MEMORY_TYPE_FACT) for c in contents],
+        ),
+        timeout=30,
+    )
+    assert all(r.HasField("data") for r in response.batch.results), response
+    return [r.data for r in response.batch.results]
+
+
+def test_remember_flags_an_older_version_and_a_restatement(stub, scope):
+    s = service()
+    a = activate(stub, scope, task=f"Note the ports of {s}")
+    old = remember(stub, a.session_id, scope, f"{s} listens on port 8080 in production.")
+    assert list(old.similar) == [] and list(old.possibly_supersedes) == []
+    unrelated = remember(stub, a.session_id, scope, "The team prefers Mermaid diagrams in design docs.")
+    assert list(unrelated.similar) == [] and list(unrelated.possibly_supersedes) == []
+
+    new = remember(stub, a.session_id, scope, f"{s} listens on port 9090 in production.")
+    assert new.disposition == pb.DISPOSITION_CREATED
+    assert list(new.possibly_supersedes) == [old.memory_id] and list(new.similar) == []
+
+    again = remember(stub, a.session_id, scope, f"In production the {s} port is 9090.")
+    assert list(again.similar) == [new.memory_id] and list(again.possibly_supersedes) == [old.memory_id]
+
+    # An exact repeat is MATCHED, as before, and flags nothing.
+    repeat = remember(stub, a.session_id, scope, f"{s} listens on port 9090 in production.")
+    assert repeat.disposition == pb.DISPOSITION_MATCHED and repeat.memory_id == new.memory_id
+    assert list(repeat.similar) == [] and list(repeat.possibly_supersedes) == []
+    commit(stub, a.session_id)
+
+
+def test_flags_never_name_another_scopes_memories(stub, scope):
+    s = service()
+    other = new_scope()
+    b = activate(stub, other, task="seed the other scope")
+    remember(stub, b.session_id, other, f"{s} is built and deployed by Jenkins.")
+    commit(stub, b.session_id)
+
+    a = activate(stub, scope, task="seed")
+    r = remember(stub, a.session_id, scope, f"{s} is built and deployed by GitHub Actions.")
+    assert list(r.similar) == [] and list(r.possibly_supersedes) == []
+    commit(stub, a.session_id)
+
+
+def test_batch_remember_flags_against_earlier_items_and_older_memories(stub, scope):
+    s = service()
+    a = activate(stub, scope, task="seed")
+    first = remember(stub, a.session_id, scope, f"The {s} cache runs Redis 6.2.")
+    results = batch(
+        stub,
+        a.session_id,
+        scope,
+        [
+            f"The {s} cache was upgraded to Redis 7.0 in OPS-17.",
+            f"The {s} HTTP client timeout is 30 seconds.",
+            f"The {s} cache was upgraded to Redis 7.2.",  # the ticket of the last change left out
+            f"The {s} HTTP client timeout is 30 seconds.",  # a repeat within the batch
+        ],
+    )
+    assert list(results[0].possibly_supersedes) == [first.memory_id]
+    assert list(results[1].possibly_supersedes) == [] and list(results[1].similar) == []
+    assert list(results[2].possibly_supersedes) == [first.memory_id, results[0].memory_id]
+    assert results[3].memory_id == results[1].memory_id and results[3].disposition == pb.DISPOSITION_MATCHED
+    assert list(results[3].similar) == [] and list(results[3].possibly_supersedes) == []
+    commit(stub, a.session_id)
+
+
+def test_a_page_with_both_versions_warns_and_nothing_is_retired(server, stub, scope):
+    s = service()
+    a = activate(stub, scope, task="seed")
+    old = remember(stub, a.session_id, scope, f"{s} is built and deployed by Jenkins.")
+    new = remember(stub, a.session_id, scope, f"As of 2025-03-01, {s} is built and deployed by GitHub Actions.")
+    other = remember(stub, a.session_id, scope, f"{s} logs are kept for 30 days.")
+    assert list(new.possibly_supersedes) == [old.memory_id]
+    commit(stub, a.session_id)
+
+    page = activate(stub, scope, task=f"How is {s} built and deployed?")
+    served = {m.memory_id for m in page.memories}
+    assert {old.memory_id, new.memory_id} <= served  # both still active: the flag retired nothing
+    conflicts = [w for w in page.warnings if w.code == "conflicting_memories"]
+    assert len(conflicts) == 1
+    assert old.memory_id in conflicts[0].message and new.memory_id in conflicts[0].message
+    assert other.memory_id not in conflicts[0].message
+    stub.Feedback(pb.FeedbackRequest(retrieval_id=page.retrieval_id, coverage=pb.COVERAGE_COMPLETE), timeout=30)
+    commit(stub, page.session_id)
+
+    recall_session = activate(stub, scope, task=f"Check the logs of {s}")
+    recalled = stub.Recall(
+        pb.RecallRequest(session_id=recall_session.session_id, scope=scope, query=f"Which system deploys {s}?"),
+        timeout=30,
+    )
+    assert [w.code for w in recalled.warnings].count("conflicting_memories") == 1
+
+    # Once the agent retires the older version (the flag's suggestion), the page no longer warns.
+    retire = activate(stub, scope, task=f"How is {s} built and deployed?")
+    assert "conflicting_memories" in [w.code for w in retire.warnings]
+    stub.Feedback(
+        pb.FeedbackRequest(
+            retrieval_id=retire.retrieval_id,
+            memory_feedback=[
+                pb.MemoryFeedbackEntry(
+                    memory_id=old.memory_id,
+                    assessment=pb.MEMORY_ASSESSMENT_STALE,
+                    stale_reason=pb.STALE_REASON_SUPERSEDED,
+                    replacement_memory_id=new.memory_id,
+                    reason="GitHub Actions replaced Jenkins",
+                )
+            ],
+            coverage=pb.COVERAGE_COMPLETE,
+        ),
+        timeout=30,
+    )
+    commit(stub, retire.session_id)
+    after = activate(stub, scope, task=f"How is {s} built and deployed?")
+    assert old.memory_id not in {m.memory_id for m in after.memories}
+    assert new.memory_id in {m.memory_id for m in after.memories}
+    assert "conflicting_memories" not in [w.code for w in after.warnings]
+
+
+def test_the_mcp_bridge_carries_the_flags(bridge, scope):
+    s = service()
+    a = data_of(bridge.call("slowave_activate", {"task": "Store facts", "initial_goal": "Store", "scope": scope}))
+    old = data_of(
+        bridge.call(
+            "slowave_remember",
+            {"session_id": a["session_id"], "scope": scope, "type": "fact", "content": f"{s} uses Postgres 13."},
+        )
+    )
+    assert old["similar"] == [] and old["possibly_supersedes"] == []
+    results = data_of(
+        bridge.call(
+            "slowave_remember",
+            {
+                "session_id": a["session_id"],
+                "scope": scope,
+                "memories": [
+                    {"content": f"{s} was upgraded on 2025-02-03 and now uses Postgres 16.", "type": "fact"},
+                    {"content": f"{s} uses Postgres 13 for its data.", "type": "fact"},
+                ],
+            },
+        )
+    )["results"]
+    assert results[0]["data"]["possibly_supersedes"] == [old["memory_id"]]
+    assert results[1]["data"]["similar"] == [old["memory_id"]]
