@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 
-from slowave import admin_portability, admin_tenancy
+from slowave import admin_erasure, admin_portability, admin_tenancy
 from slowave.config import Settings
 from slowave.domain.session_state import SessionState
 from slowave.service.consolidation import consolidate_pending
@@ -189,6 +189,7 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(fn=cmd_session)
     admin_tenancy.register(sub)
     admin_portability.register(sub)
+    admin_erasure.register(sub)
     args = parser.parse_args(argv)
     settings = Settings.from_env()
     if args.database_url:

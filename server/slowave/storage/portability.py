@@ -64,6 +64,7 @@ TABLES: tuple[Table, ...] = (
     t.memory_cue_evidence,
     t.knowledge_gaps,
     t.consolidation_queue,
+    t.erasures,
 )
 """Every table, in an order where what a row refers to comes before it (cursors and exposures
 reference retrievals by foreign key)."""

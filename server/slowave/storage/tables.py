@@ -391,3 +391,18 @@ api_keys = Table(
     Column("revoked_at", UtcDateTime),  # revocation is permanent
     Index("ix_api_keys_tenant", "tenant"),
 )
+
+# Erasure's audit record (migration 0011): what `slowave-admin erase` removed, never the content.
+erasures = Table(
+    "erasures",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("erased_at", UtcDateTime, nullable=False),
+    Column("command", String(256), nullable=False),  # the command line's options, without --reason
+    Column("actor", String(256), nullable=False),  # operating-system user and host that ran it
+    Column("tenant", String(64), nullable=False),
+    Column("scope", String(256)),  # --scope; NULL for --memory and --all
+    Column("memory_ids", JSON),  # --memory: the sch_N ids named
+    Column("reason", Text),  # the operator's --reason (a ticket, a request id), never the content
+    Column("counts", JSON, nullable=False),  # rows changed per table and kind of change
+)

@@ -12,6 +12,7 @@ from sqlalchemy import Connection, func, select
 from slowave.storage import tables as t
 from slowave.storage.consolidation import ConsolidationStore
 from slowave.storage.cue_evidence import CueEvidenceStore
+from slowave.storage.erasure import ErasureStore
 from slowave.storage.events import EventStore
 from slowave.storage.executor import Executor
 from slowave.storage.gaps import GapStore
@@ -46,6 +47,7 @@ class UnitOfWork:
         self.gaps = GapStore(ex)
         self.consolidation = ConsolidationStore(ex)
         self.tenancy = TenancyStore(ex)
+        self.erasure = ErasureStore(ex)
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
