@@ -392,6 +392,7 @@ def _as_before_0008(url: str) -> None:
 
     engine = create_engine(url)
     with engine.begin() as c:
+        c.execute(text("DROP TABLE erasures"))  # 0011
         c.execute(text("DROP TABLE memory_cue_evidence"))
         c.execute(text("DROP TABLE cues"))
         c.execute(text("ALTER TABLE retrievals DROP COLUMN cue_number"))
