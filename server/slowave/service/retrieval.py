@@ -6,6 +6,7 @@ supersession, ranking, the catalog — are in domain.retrieval and domain.releva
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -16,7 +17,7 @@ from slowave.domain.exposure import newly_exposed
 from slowave.domain.identifiers import episode_id, event_id, memory_id, memory_number, new_cursor_id
 from slowave.domain.learning import RETRIEVAL_POLICY_VERSION, cue_key_hash, precise, procedure_learned
 from slowave.domain.learning import ProcedureEvidence as EvidenceCounters
-from slowave.domain.near_duplicates import Mentions, conflicting_pairs, value_terms
+from slowave.domain.near_duplicates import Mentions, conflicting_pairs, shape, value_terms
 from slowave.domain.procedure_capture import served_caveats
 from slowave.domain.relevance import Cue, SemanticCalibration, admits, lexical_query, statistics_terms, text_relevance
 from slowave.domain.retrieval import Candidate, CandidateScoring, Catalog, CatalogMemory, CatalogProcedure
@@ -316,21 +317,31 @@ def conflict_warnings(
             "if the older one no longer holds, mark it stale (superseded)",
         )
         for older, newer in conflicting_pairs(
-            [(m.memory_id, m.content) for m in by_age], scope_mentions(uow, tenant, scope)
+            [(m.memory_id, m.content) for m in by_age], scope_mentions(uow, tenant, scope, (m.content for m in by_age))
         )
     ]
 
 
-def scope_mentions(uow: UnitOfWork, tenant: str, scope: str) -> Mentions:
+def scope_mentions(uow: UnitOfWork, tenant: str, scope: str, texts: Iterable[str] = ()) -> Mentions:
     """How many memories of the scope can mention a value: the document count of its rarest term
-    (domain.near_duplicates tells a claim's topic by it). Read once per value."""
+    (domain.near_duplicates tells a claim's topic by it). At the first question the values of all
+    `texts` (a page) are read in one query; any other value once, when asked for."""
     known: dict[str, int] = {}
+    pending = list(texts)
+
+    def read(values: Iterable[str]) -> None:
+        words_of = {v: value_terms(v) for v in values if v not in known}
+        wanted = sorted({w for words in words_of.values() for w in words})
+        counts = uow.search.term_statistics(tenant, scope, wanted) if wanted else {}
+        for value, words in words_of.items():
+            known[value] = min((counts.get(w[:TERM_CHARS], 0) for w in words), default=0)
 
     def mentions(value: str) -> int:
+        if pending:
+            read({value, *(v for text in pending for v in shape(text).values)})
+            pending.clear()
         if value not in known:
-            words = value_terms(value)
-            counts = uow.search.term_statistics(tenant, scope, words) if words else {}
-            known[value] = min((counts.get(w[:TERM_CHARS], 0) for w in words), default=0)
+            read([value])
         return known[value]
 
     return mentions
