@@ -297,6 +297,9 @@ def test_erasing_one_memory_removes_it_and_its_traces_only(make_server):
     assert [m.memory_id for m in found.memories][:1] == [m1]
     assess_all(server.stub, found)
     commit(server.stub, a.session_id)
+    # The commit queued a consolidation: let it finish, or its new memory could land between the
+    # recount's two reads (it did on PostgreSQL in CI).
+    server.consolidate()
     term_statistics_match_memories(server, scope)
     held = database_holds(server, [gone])[gone]
     assert {"memories.context_terms", "scope_terms.term", "cues.terms"} <= set(held), held
