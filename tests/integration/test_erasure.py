@@ -152,7 +152,15 @@ def scope_rows(server: Server, scope: str, tenant: str = "local") -> dict[str, l
         with engine.connect() as conn:
             of = select(t.sessions.c.id).where(t.sessions.c.tenant == tenant, t.sessions.c.scope == scope)
             sessions = [r.id for r in conn.execute(of)]
-            for table in (t.memories, t.sessions, t.procedures, t.knowledge_gaps, t.scope_terms, t.retrievals):
+            for table in (
+                t.memories,
+                t.occasions,
+                t.sessions,
+                t.procedures,
+                t.knowledge_gaps,
+                t.scope_terms,
+                t.retrievals,
+            ):
                 key = list(table.primary_key.columns)
                 rows = conn.execute(
                     select(table).where(table.c.tenant == tenant, table.c.scope == scope).order_by(*key)
@@ -170,11 +178,19 @@ def scope_rows(server: Server, scope: str, tenant: str = "local") -> dict[str, l
 
 
 def term_statistics_match_memories(server: Server, scope: str) -> None:
-    """The scope's term statistics equal a recount of its indexed (not erased) memories, as
-    storage.memories counts them: erasure subtracted exactly what the erased memories added."""
+    """The scope's term statistics equal a recount of its indexed (not erased) memories and its
+    occasions, as storage.memories counts them: erasure subtracted exactly what the erased
+    memories added."""
     from collections import Counter
 
-    from slowave.domain.relevance import TOTAL_CONTEXT_WORDS_TERM, TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, context_term
+    from slowave.domain.relevance import (
+        TOTAL_CONTEXT_WORDS_TERM,
+        TOTAL_DOCS_TERM,
+        TOTAL_OCCASION_WORDS_TERM,
+        TOTAL_OCCASIONS_TERM,
+        TOTAL_WORDS_TERM,
+        context_term,
+    )
 
     engine = raw_engine(server.database_url)
     try:
@@ -191,6 +207,8 @@ def term_statistics_match_memories(server: Server, scope: str) -> None:
                 )
                 expected.update({w[:128]: 1 for w in set(own)})
                 expected.update({context_term(w)[:128]: 1 for w in set(context)})
+            for (occasion_terms,) in conn.execute(select(t.occasions.c.terms).where(t.occasions.c.scope == scope)):
+                expected.update({TOTAL_OCCASIONS_TERM: 1, TOTAL_OCCASION_WORDS_TERM: len(occasion_terms.split())})
             stored = dict(conn.execute(select(st.c.term, st.c.docs).where(st.c.scope == scope)).all())
     finally:
         engine.dispose()
@@ -302,12 +320,13 @@ def test_erasing_one_memory_removes_it_and_its_traces_only(make_server):
     server.consolidate()
     term_statistics_match_memories(server, scope)
     held = database_holds(server, [gone])[gone]
-    assert {"memories.context_terms", "scope_terms.term", "cues.terms"} <= set(held), held
+    assert {"memories.context_terms", "occasions.terms", "scope_terms.term", "cues.terms"} <= set(held), held
     before = server.snapshot()
 
     dry = erase(server, "--memory", m1, "--dry-run")
     assert dry["counts"]["memories: blanked"] == 1
     assert dry["counts"]["memories: session contexts stripped"] == 1
+    assert dry["counts"]["occasions: terms stripped"] == 1
     assert server.snapshot() == before
 
     done = erase(server, "--memory", m1)

@@ -392,11 +392,14 @@ def _as_before_0008(url: str) -> None:
 
     engine = create_engine(url)
     with engine.begin() as c:
+        c.execute(text("DROP TABLE occasions"))  # 0012
+        c.execute(text("DELETE FROM scope_terms WHERE term IN (' occasions', ' occasion words')"))
         c.execute(text("DROP TABLE erasures"))  # 0011
         c.execute(text("DROP TABLE memory_cue_evidence"))
         c.execute(text("DROP TABLE cues"))
         c.execute(text("ALTER TABLE retrievals DROP COLUMN cue_number"))
-        for column in ("retired_seq", "positive_cues", "negative_cues", "own_terms"):  # own_terms: 0009
+        # own_terms: 0009; occasion: 0012
+        for column in ("retired_seq", "positive_cues", "negative_cues", "own_terms", "occasion"):
             c.execute(text(f"ALTER TABLE memories DROP COLUMN {column}"))
         c.execute(text("ALTER TABLE memories ADD COLUMN learned_units INTEGER NOT NULL DEFAULT 0"))
         c.execute(text("UPDATE alembic_version SET version_num = '0007'"))

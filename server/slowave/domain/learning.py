@@ -37,7 +37,7 @@ PROCEDURE_FAILURE_TERM = -0.03
 # stemmed terms without stop words (domain.terms), session context, names, dates. learned(cue…):
 # evidence per cue, carried by cue similarity (behaviour §12.1 revised 2026-12).
 RETRIEVAL_POLICY_VERSION = (
-    "v4(bm25,snowball-en+stop-v1,context2)"
+    "v5(bm25,snowball-en+stop-v1,context2,occasion(64,0.4))"
     f"+learned(cue,step={MEMORY_STEP},bound={MEMORY_BOUND},tau={CUE_SIMILARITY_THRESHOLD},"
     f"B={GLOBAL_SHARE},k={GLOBAL_PRIOR_CUES},cues={COMPARED_CUES})"
 )

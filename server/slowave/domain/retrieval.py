@@ -7,7 +7,8 @@ this module does I/O. The pieces, in the order a retrieval applies them:
 * `CandidateScoring` — relevance of the candidates: lexical (relevance.LexicalScorer) fused with
   the semantic channel's evidence when it is on (relevance.fused_relevance, the names rule; in full
   only where no candidate matches the cue's words), the admission test (threshold or floor), then
-  the preference for memories that occurred on a date the cue names (domain.dates).
+  the preference for memories that occurred on a date the cue names (domain.dates), then the
+  evidence of each admitted memory's occasion (`in_occasions`).
 * supersession (domain.supersession): an admitted memory retired as `superseded` is represented
   by its active replacement (pathway `redirect`), never twice.
 * `rank` — score = relevance + learned; order by score, relevance, memory number.
@@ -25,6 +26,7 @@ from slowave.domain.dates import Period, date_words, named_periods, prefer_named
 from slowave.domain.learning import precise
 from slowave.domain.relevance import (
     ADMISSION_THRESHOLD,
+    OCCASION_WEIGHT,
     Cue,
     CueNames,
     LexicalScorer,
@@ -51,6 +53,7 @@ class StoredMemory(Protocol):
     context_terms: str | None
     occurred_on: str | None
     own_terms: str | None
+    occasion: int | None
 
 
 @dataclass
@@ -119,6 +122,21 @@ class CandidateScoring:
                 )
             if admits(self.cue, relevance, memory.content, n in contained):
                 out[n] = precise(prefer_named_dates(relevance, self.periods, memory.occurred_on))
+        return out
+
+    def in_occasions(self, admitted: dict[int, float], occasion_terms: dict[int, str]) -> dict[int, float]:
+        """Relevance raised by what each admitted memory's occasion says about the cue (`occasion_terms`:
+        its occasion's terms, by memory number): the occasion's share of the cue's ideal score
+        fills that share of OCCASION_WEIGHT of what the relevance lacks of 1. Only admitted
+        memories are raised: an occasion tells which of the memories the cue admits belong to what
+        it asks about, and never admits one."""
+        out = {}
+        for n, relevance in admitted.items():
+            terms = occasion_terms.get(n)
+            if terms and relevance < 1.0:
+                share = self.lexical_scorer.occasion_share(terms)
+                relevance = precise(relevance + OCCASION_WEIGHT * share * (1.0 - relevance))
+            out[n] = relevance
         return out
 
 

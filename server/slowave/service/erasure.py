@@ -35,7 +35,13 @@ from typing import Any
 
 from slowave.domain.claim_identity import claim_hash
 from slowave.domain.identifiers import memory_id
-from slowave.domain.relevance import TOTAL_CONTEXT_WORDS_TERM, TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, context_term
+from slowave.domain.relevance import (
+    TOTAL_CONTEXT_WORDS_TERM,
+    TOTAL_DOCS_TERM,
+    TOTAL_OCCASION_WORDS_TERM,
+    TOTAL_WORDS_TERM,
+    context_term,
+)
 from slowave.storage.database import Database
 from slowave.storage.erasure import reclaim
 from slowave.storage.memories import TERM_CHARS
@@ -158,6 +164,7 @@ def _erase_scope(uow: UnitOfWork, tenant: str, scope: str, now: datetime, counts
     counts["cursors: deleted"] += e.delete_cursors(tenant, scope)
     counts["knowledge_gaps: deleted"] += e.delete_gaps(tenant, scope)
     counts["scope_terms: deleted"] += e.delete_scope_terms(tenant, scope)
+    counts["occasions: deleted"] += e.delete_occasions(tenant, scope)
     cues, shared = e.cues_of_scope(tenant, scope)
     for cue in cues:
         if cue.number not in shared and cue.terms:
@@ -196,6 +203,7 @@ def _erase_memories(
     lessons = [r for r in rows if r.source_kind == "consolidated" and r.source_session_id]
     if not whole_scope:
         _strip_later_contexts(uow, tenant, scope, rows, erased_terms, decrements, counts)
+        _strip_occasions(uow, rows, erased_terms, decrements, counts)
         for s in e.sessions(r.source_session_id for r in lessons):
             # The lesson is the session's outcome summary, unless the summary was updated since.
             if s.outcome_summary and any(claim_hash(s.outcome_summary) == r.content_hash for r in lessons):
@@ -247,6 +255,21 @@ def _strip_later_contexts(
     e.unindex(old_entries)
     e.reindex(new_entries)
     counts["memories: session contexts stripped"] += len(new_entries)
+
+
+def _strip_occasions(
+    uow: UnitOfWork, rows: list[Any], erased_terms: set[str], decrements: Counter[str], counts: Counter[str]
+) -> None:
+    """An erased memory's terms were added to its occasion's (storage.occasions): they leave it
+    (a term that also came from another claim of the occasion goes too, as for session contexts)."""
+    e = uow.erasure
+    for o in e.occasions(r.occasion for r in rows if r.occasion is not None):
+        words = o.terms.split()
+        kept = [w for w in words if w[:TERM_CHARS] not in erased_terms]
+        if len(kept) != len(words):
+            e.set_occasion_terms(o.number, " ".join(kept))
+            decrements[TOTAL_OCCASION_WORDS_TERM] += len(words) - len(kept)
+            counts["occasions: terms stripped"] += 1
 
 
 def _term_counts(own: list[str], context: list[str]) -> Counter[str]:

@@ -72,6 +72,10 @@ def _admitted_memories(
     calibration = SemanticCalibration(semantic.encoder.floor_cosine, semantic.encoder.full_cosine) if semantic else None
     scoring = CandidateScoring.for_cue(cue, doc_counts, rows.values(), calibration)
     admitted = scoring.admitted(rows, contained, cosines)
+    occasion_of = {n: rows[n].occasion for n in admitted if rows[n].occasion is not None}
+    if occasion_of:
+        occasion_terms = uow.occasions.terms_of(occasion_of.values())
+        admitted = scoring.in_occasions(admitted, {n: occasion_terms.get(o, "") for n, o in occasion_of.items()})
 
     def read(number: int) -> Row | None:
         return uow.memories.get(tenant, number)

@@ -51,6 +51,7 @@ ERASED_REASON = "erased"
 _m, _st, _v, _e, _s = t.memories, t.scope_terms, t.memory_vectors, t.source_events, t.sessions
 _f, _p, _g, _c, _r = t.feedback_rows, t.procedures, t.knowledge_gaps, t.cues, t.retrievals
 _q, _lk, _cur, _audit = t.consolidation_queue, t.session_memory_links, t.cursors, t.erasures
+_o = t.occasions
 _numbers = values_of("numbers", Integer())
 _ids = values_of("ids", String())
 _tenant = bindparam("tenant")
@@ -66,6 +67,7 @@ _MEMORY_COLUMNS = (
     _m.c.context_terms,
     _m.c.source_kind,
     _m.c.source_session_id,
+    _m.c.occasion,
 )
 _SCOPE_MEMORIES = (
     select(*_MEMORY_COLUMNS).where(_m.c.tenant == _tenant, _m.c.scope == _scope, _not_erased).order_by(_m.c.number)
@@ -108,6 +110,9 @@ _BLANK_MEMORY = (
     )
 )
 _SET_CONTEXT = update(_m).where(_m.c.number == bindparam("n")).values(context_terms=bindparam("context"))
+_OCCASIONS = select(_o.c.number, _o.c.terms).where(any_of(_o.c.number, _numbers)).order_by(_o.c.number)
+_SET_OCCASION_TERMS = update(_o).where(_o.c.number == bindparam("n")).values(terms=bindparam("occasion_terms"))
+_DELETE_OCCASIONS = delete(_o).where(_o.c.tenant == _tenant, _o.c.scope == _scope)
 
 _fts = table_("memories_fts", column("memories_fts", Text), column("rowid", BigInteger), column("words", Text))
 _tsv = table_("memories", column("number", BigInteger), column("content_tsv"))
@@ -293,6 +298,16 @@ class ErasureStore:
 
     def set_context(self, number: int, context: str | None) -> None:
         self.ex.run(_SET_CONTEXT, {"n": number, "context": context})
+
+    def occasions(self, numbers: Iterable[int]) -> list[Any]:
+        nums = sorted(set(numbers))
+        return self.ex.rows(_OCCASIONS, {"numbers": nums}) if nums else []
+
+    def set_occasion_terms(self, number: int, terms: str) -> None:
+        self.ex.run(_SET_OCCASION_TERMS, {"n": number, "occasion_terms": terms})
+
+    def delete_occasions(self, tenant: str, scope: str) -> int:
+        return self.ex.run(_DELETE_OCCASIONS, {"tenant": tenant, "scope": scope})
 
     def delete_scope_terms(self, tenant: str, scope: str) -> int:
         return self.ex.run(_DELETE_SCOPE_TERMS, {"tenant": tenant, "scope": scope})

@@ -28,6 +28,7 @@ MEMORY_VIEW = (
     "context_terms",
     "occurred_on",
     "own_terms",
+    "occasion",
 )
 """What retrieval reads of a memory (not the index columns, which would only cost time per row)."""
 

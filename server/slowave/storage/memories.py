@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Integer, String, bindparam, func, select, update
@@ -18,10 +19,17 @@ from slowave.storage import full_text
 from slowave.storage import tables as t
 from slowave.storage.executor import Executor, PerDialect, any_of, upsert, values_of
 from slowave.storage.numbering import allocate_numbers
+from slowave.storage.occasions import Occasions
 from slowave.storage.search_terms import index_text, scope_key
 
 CONTENT_KEY_CHARS = 16
 TERM_CHARS = 128  # scope_terms.term
+
+
+@lru_cache(maxsize=4096)
+def _date_terms(day: str | None) -> list[str]:
+    """The terms of an occurrence date's words (indexed with the memory's own)."""
+    return terms(date_words(day)) if day else []
 
 
 def content_key(normalized: str) -> str | None:
@@ -85,6 +93,7 @@ _LOCK_CLAIMS = PerDialect(
 class MemoryStore:
     def __init__(self, ex: Executor) -> None:
         self.ex = ex
+        self.occasions = Occasions(ex)
 
     def scope_has_active(self, tenant: str, scope: str) -> bool:
         return self.ex.first(_HAS_ACTIVE, {"tenant": tenant, "scope": scope}) is not None
@@ -162,13 +171,16 @@ class MemoryStore:
             )
             row.setdefault("occurred_at", None)
             row.setdefault("context_terms", None)
-        own = [terms(f"{row['content']} {date_words(row['occurred_on'])}") for row in rows]
+            row.setdefault("occasion", None)
+        content = [terms(row["content"]) for row in rows]
+        own = [words + _date_terms(row["occurred_on"]) for row, words in zip(rows, content)]
         numbers = allocate_numbers(self.ex, "memories", len(rows))
         for n, row, words in zip(numbers, rows, own):
             row["number"], row["own_terms"] = n, " ".join(words)
+        occasion_counts = self.occasions.join(rows, content)
         self.ex.insert_many(_m, rows)
         context = [row["context_terms"].split() if row["context_terms"] else [] for row in rows]
-        self._count_terms(rows, own, context)
+        self._count_terms(rows, own, context, occasion_counts)
         index = [
             {"n": n, "w": index_text(scope_key(row["tenant"], row["scope"]), w, c)}
             for n, row, w, c in zip(numbers, rows, own, context)
@@ -176,8 +188,13 @@ class MemoryStore:
         self.ex.run_many(full_text.INDEX_WORDS, index)
         return numbers
 
-    def _count_terms(self, rows: list[dict[str, Any]], own: list[list[str]], context: list[list[str]]) -> None:
-        counts: dict[tuple[str, str, str], int] = {}
+    def _count_terms(
+        self,
+        rows: list[dict[str, Any]],
+        own: list[list[str]],
+        context: list[list[str]],
+        counts: dict[tuple[str, str, str], int],
+    ) -> None:
         for row, ws, cs in zip(rows, own, context):
             tenant, scope = row["tenant"], row["scope"]
             for term, n in (

@@ -49,6 +49,7 @@ TABLES: tuple[Table, ...] = (
     t.api_keys,
     t.sessions,
     t.continuity_tokens,
+    t.occasions,
     t.memories,
     t.memory_vectors,
     t.scope_terms,

@@ -87,6 +87,23 @@ continuity_tokens = Table(
     Column("last_seen_at", UtcDateTime, nullable=False),
 )
 
+# A memory's occasion (migration 0012): the claims one session remembered about one day (their
+# `occurred_at` date, or none), at most OCCASION_CLAIMS of them, whose terms together say what the
+# occasion was about (relevance.OccasionScorer). `terms` holds their content terms separated by
+# spaces, in the order they were remembered; scope_terms counts the scope's occasions and their terms.
+occasions = Table(
+    "occasions",
+    metadata,
+    Column("number", Integer, primary_key=True, autoincrement=True),
+    Column("tenant", String(64), nullable=False),
+    Column("scope", String(256), nullable=False),
+    Column("session_id", String(64), nullable=False),
+    Column("day", String(10), nullable=False),  # occurred_on of its claims, "" when they have none
+    Column("claims", Integer, nullable=False),
+    Column("terms", Text, nullable=False),
+    Index("ix_occasions_session_day", "tenant", "scope", "session_id", "day"),
+)
+
 memories = Table(
     "memories",
     metadata,
@@ -121,6 +138,8 @@ memories = Table(
     Column("context_terms", Text),
     # Its own terms (content and occurrence date's words) in order, as indexed (migration 0009).
     Column("own_terms", Text),
+    # Its occasion (occasions.number), for memories remembered in a session (migration 0012).
+    Column("occasion", Integer),
     Index("ix_memories_claim", "tenant", "scope", "type", "content_hash"),
     Index("ix_memories_scope_status", "tenant", "scope", "status"),
     Index("ix_memories_content_key", "tenant", "scope", "content_key"),
@@ -175,7 +194,8 @@ scope_terms = Table(
     # no tenant's words influence another's results). Counts every memory ever indexed in the scope,
     # as the full-text index does; the pseudo-terms "" and " words" hold the number of memories and
     # their total term count (relevance.TOTAL_DOCS_TERM, TOTAL_WORDS_TERM); rows of the session
-    # context field are "\t" + term, with "\t words" their total (relevance.CONTEXT_PREFIX).
+    # context field are "\t" + term, with "\t words" their total (relevance.CONTEXT_PREFIX); " occasions"
+    # and " occasion words" count the scope's occasions and their terms (relevance.OccasionScorer).
     "scope_terms",
     metadata,
     Column("tenant", String(64), primary_key=True),

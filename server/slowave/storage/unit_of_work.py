@@ -38,6 +38,7 @@ class UnitOfWork:
         self.sessions = SessionStore(ex)
         self.memories = MemoryStore(ex)
         self.search = MemorySearch(ex)
+        self.occasions = self.memories.occasions
         self.vectors = VectorStore(ex)
         self.events = EventStore(ex)
         self.retrievals = RetrievalStore(ex)
