@@ -13,6 +13,7 @@ from slowave.domain.relevance import (
     LexicalScorer,
     admits,
     memory_relevance,
+    term_profile,
     term_share,
     text_relevance,
 )
@@ -299,23 +300,23 @@ def _occasion_scoring(cue: Cue) -> CandidateScoring:
 
 def test_an_occasion_fills_a_share_of_what_relevance_lacks():
     scoring = _occasion_scoring(Cue("What was the total cost of the offsite?"))
-    about = "total cost 40k offsit lisbon march"
+    about = term_profile("total cost 40k offsit lisbon march")
     share = scoring.lexical_scorer.occasion_share(about)
     assert 0 < share <= 1
     raised = scoring.in_occasions({1: 0.5, 2: 0.5, 3: 1.0}, {1: about, 3: about})
     assert raised[1] == pytest.approx(0.5 + OCCASION_WEIGHT * share * 0.5, abs=1e-6)
     assert raised[2] == 0.5, "a memory without an occasion keeps its relevance"
     assert raised[3] == 1.0, "nothing goes above 1"
-    assert scoring.in_occasions({1: 0.5}, {1: "printer offic replac"}) == {1: 0.5}
+    assert scoring.in_occasions({1: 0.5}, {1: term_profile("printer offic replac")}) == {1: 0.5}
 
 
 def test_an_occasion_raises_only_admitted_memories():
     scoring = _occasion_scoring(Cue("total cost of the offsite"))
-    assert scoring.in_occasions({}, {1: "total cost offsit"}) == {}
+    assert scoring.in_occasions({}, {1: term_profile("total cost offsit")}) == {}
 
 
 def test_a_longer_occasion_with_the_same_terms_says_less():
     scorer = _occasion_scoring(Cue("total cost of the offsite")).lexical_scorer
     short = "total cost offsit"
     long = short + " " + " ".join(f"filler{i}" for i in range(200))
-    assert scorer.occasion_share(long) < scorer.occasion_share(short)
+    assert scorer.occasion_share(term_profile(long)) < scorer.occasion_share(term_profile(short))

@@ -32,7 +32,11 @@ ADMISSION_THRESHOLD = 0.35
 _TEXT_CACHE = 32_768
 
 
-def _profile(items: list[str]) -> tuple[dict[str, int], int]:
+TermProfile = tuple[dict[str, int], int]
+"""How often each term occurs in a text, and its length in terms."""
+
+
+def _profile(items: list[str]) -> TermProfile:
     counts = dict.fromkeys(items, 1)  # claims seldom repeat a term; Counter only when they do
     if len(counts) != len(items):
         counts = Counter(items)
@@ -50,6 +54,11 @@ def stored_counts(stored_terms: str | None) -> tuple[dict[str, int], int]:
     """A field stored as its terms separated by spaces (a memory's own terms, its session context):
     splitting it costs a third of finding and stemming the words again."""
     return _profile(stored_terms.split()) if stored_terms else ({}, 0)
+
+
+def term_profile(stored_terms: str) -> TermProfile:
+    """The profile of a long field stored as terms separated by spaces (an occasion's), uncached."""
+    return _profile(stored_terms.split())
 
 
 def word_set(text: str) -> KeysView[str]:
@@ -244,12 +253,12 @@ class LexicalScorer:
             score += CONTEXT_WEIGHT * self._bm25(ctx_counts, ctx_length, self.average_context_length)
         return score / self._ideal
 
-    def occasion_share(self, occasion_terms: str) -> float:
-        """The BM25 score of a memory's occasion (its terms as stored), as a share of the cue's
-        ideal score, with the term weights of the memories' own field."""
-        if self._ideal <= 0 or not occasion_terms:
+    def occasion_share(self, occasion: TermProfile) -> float:
+        """The BM25 score of a memory's occasion (its term profile), as a share of the cue's ideal
+        score, with the term weights of the memories' own field."""
+        counts, length = occasion
+        if self._ideal <= 0 or not length:
             return 0.0
-        counts, length = stored_counts(occasion_terms)
         return min(1.0, self._bm25(counts, length, self.average_occasion_length, OCCASION_B) / self._ideal)
 
     def relevance(

@@ -31,6 +31,7 @@ from slowave.domain.relevance import (
     CueNames,
     LexicalScorer,
     SemanticCalibration,
+    TermProfile,
     admits,
     fused_relevance,
 )
@@ -124,17 +125,17 @@ class CandidateScoring:
                 out[n] = precise(prefer_named_dates(relevance, self.periods, memory.occurred_on))
         return out
 
-    def in_occasions(self, admitted: dict[int, float], occasion_terms: dict[int, str]) -> dict[int, float]:
-        """Relevance raised by what each admitted memory's occasion says about the cue (`occasion_terms`:
-        its occasion's terms, by memory number): the occasion's share of the cue's ideal score
+    def in_occasions(self, admitted: dict[int, float], occasions: dict[int, TermProfile]) -> dict[int, float]:
+        """Relevance raised by what each admitted memory's occasion says about the cue (`occasions`:
+        its occasion's term profile, by memory number): the occasion's share of the cue's ideal score
         fills that share of OCCASION_WEIGHT of what the relevance lacks of 1. Only admitted
         memories are raised: an occasion tells which of the memories the cue admits belong to what
         it asks about, and never admits one."""
         out = {}
         for n, relevance in admitted.items():
-            terms = occasion_terms.get(n)
-            if terms and relevance < 1.0:
-                share = self.lexical_scorer.occasion_share(terms)
+            occasion = occasions.get(n)
+            if occasion is not None and relevance < 1.0:
+                share = self.lexical_scorer.occasion_share(occasion)
                 relevance = precise(relevance + OCCASION_WEIGHT * share * (1.0 - relevance))
             out[n] = relevance
         return out

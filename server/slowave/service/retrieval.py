@@ -74,8 +74,8 @@ def _admitted_memories(
     admitted = scoring.admitted(rows, contained, cosines)
     occasion_of = {n: rows[n].occasion for n in admitted if rows[n].occasion is not None}
     if occasion_of:
-        occasion_terms = uow.occasions.terms_of(occasion_of.values())
-        admitted = scoring.in_occasions(admitted, {n: occasion_terms.get(o, "") for n, o in occasion_of.items()})
+        profiles = uow.occasions.profiles(occasion_of.values())
+        admitted = scoring.in_occasions(admitted, {n: profiles[o] for n, o in occasion_of.items() if o in profiles})
 
     def read(number: int) -> Row | None:
         return uow.memories.get(tenant, number)

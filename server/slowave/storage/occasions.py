@@ -11,9 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Integer, bindparam, select, update
+from sqlalchemy import Integer, bindparam, func, select, update
 
-from slowave.domain.relevance import OCCASION_CLAIMS, TOTAL_OCCASION_WORDS_TERM, TOTAL_OCCASIONS_TERM
+from slowave.domain.relevance import (
+    OCCASION_CLAIMS,
+    TOTAL_OCCASION_WORDS_TERM,
+    TOTAL_OCCASIONS_TERM,
+    TermProfile,
+    term_profile,
+)
 from slowave.storage import tables as t
 from slowave.storage.executor import Executor, any_of, values_of
 
@@ -31,7 +37,16 @@ _OPEN = (
     .with_for_update()
 )
 _GROW = update(_o).where(_o.c.number == bindparam("n")).values(claims=bindparam("claims"), terms=bindparam("terms"))
-_TERMS = select(_o.c.number, _o.c.terms).where(any_of(_o.c.number, values_of("numbers", Integer())))
+_SIZES = select(_o.c.number, _o.c.claims, func.length(_o.c.terms)).where(
+    any_of(_o.c.number, values_of("numbers", Integer()))
+)
+_TERMS = select(_o.c.number, _o.c.claims, _o.c.terms).where(any_of(_o.c.number, values_of("numbers", Integer())))
+
+# Term profiles of occasions, by (number, claims, length of terms): an occasion's terms only grow
+# with its claims or, on erasure, get shorter at the same claim count, so the key names one version
+# of them, in every process. Retrieval reads the key and fetches terms only for what it lacks.
+_PROFILE_CACHE: dict[tuple[int, int, int], tuple[dict[str, int], int]] = {}
+_PROFILE_CACHE_SIZE = 16_384
 
 
 class Occasions:
@@ -70,9 +85,25 @@ class Occasions:
         self.ex.run_many(_GROW, [{"n": n, "claims": c, "terms": w} for n, c, w in grown.values()])
         return counts
 
-    def terms_of(self, numbers: Iterable[int]) -> dict[int, str]:
-        """The terms of the given occasions, by occasion number."""
+    def profiles(self, numbers: Iterable[int]) -> dict[int, TermProfile]:
+        """The term profiles of the given occasions, by occasion number."""
         nums = sorted(set(numbers))
         if not nums:
             return {}
-        return {n: w for n, w in self.ex.rows(_TERMS, {"numbers": nums})}
+        out, missing = {}, {}
+        for n, claims, length in self.ex.rows(_SIZES, {"numbers": nums}):
+            key = (n, claims, length)
+            hit = _PROFILE_CACHE.get(key)
+            if hit is None:
+                missing[n] = key
+            else:
+                out[n] = hit
+        if missing:
+            if len(_PROFILE_CACHE) + len(missing) > _PROFILE_CACHE_SIZE:
+                _PROFILE_CACHE.clear()
+            for n, claims, terms in self.ex.rows(_TERMS, {"numbers": sorted(missing)}):
+                profile = term_profile(terms)
+                out[n] = profile
+                if (n, claims, len(terms)) == missing[n]:  # unchanged between the two reads
+                    _PROFILE_CACHE[missing[n]] = profile
+        return out
