@@ -303,16 +303,16 @@ def test_an_occasion_fills_a_share_of_what_relevance_lacks():
     about = term_profile("total cost 40k offsit lisbon march")
     share = scoring.lexical_scorer.occasion_share(about)
     assert 0 < share <= 1
-    raised = scoring.in_occasions({1: 0.5, 2: 0.5, 3: 1.0}, {1: about, 3: about})
+    raised = scoring.in_occasions({1: 0.5, 2: 0.5, 3: 1.0}, {1: 7, 3: 7}, {7: about})
     assert raised[1] == pytest.approx(0.5 + OCCASION_WEIGHT * share * 0.5, abs=1e-6)
     assert raised[2] == 0.5, "a memory without an occasion keeps its relevance"
     assert raised[3] == 1.0, "nothing goes above 1"
-    assert scoring.in_occasions({1: 0.5}, {1: term_profile("printer offic replac")}) == {1: 0.5}
+    assert scoring.in_occasions({1: 0.5}, {1: 8}, {8: term_profile("printer offic replac")}) == {1: 0.5}
 
 
 def test_an_occasion_raises_only_admitted_memories():
     scoring = _occasion_scoring(Cue("total cost of the offsite"))
-    assert scoring.in_occasions({}, {1: term_profile("total cost offsit")}) == {}
+    assert scoring.in_occasions({}, {1: 7}, {7: term_profile("total cost offsit")}) == {}
 
 
 def test_a_longer_occasion_with_the_same_terms_says_less():

@@ -125,17 +125,23 @@ class CandidateScoring:
                 out[n] = precise(prefer_named_dates(relevance, self.periods, memory.occurred_on))
         return out
 
-    def in_occasions(self, admitted: dict[int, float], occasions: dict[int, TermProfile]) -> dict[int, float]:
-        """Relevance raised by what each admitted memory's occasion says about the cue (`occasions`:
-        its occasion's term profile, by memory number): the occasion's share of the cue's ideal score
-        fills that share of OCCASION_WEIGHT of what the relevance lacks of 1. Only admitted
-        memories are raised: an occasion tells which of the memories the cue admits belong to what
-        it asks about, and never admits one."""
+    def in_occasions(
+        self, admitted: dict[int, float], occasion_of: dict[int, int], profiles: dict[int, TermProfile]
+    ) -> dict[int, float]:
+        """Relevance raised by what each admitted memory's occasion says about the cue
+        (`occasion_of`: memory number -> occasion number; `profiles`: the occasions' term
+        profiles): the occasion's share of the cue's ideal score fills that share of
+        OCCASION_WEIGHT of what the relevance lacks of 1. Only admitted memories are raised: an
+        occasion tells which of the memories the cue admits belong to what it asks about, and
+        never admits one."""
+        shares: dict[int, float] = {}
         out = {}
         for n, relevance in admitted.items():
-            occasion = occasions.get(n)
-            if occasion is not None and relevance < 1.0:
-                share = self.lexical_scorer.occasion_share(occasion)
+            occasion = occasion_of.get(n)
+            if occasion is not None and occasion in profiles and relevance < 1.0:
+                share = shares.get(occasion)
+                if share is None:
+                    share = shares[occasion] = self.lexical_scorer.occasion_share(profiles[occasion])
                 relevance = precise(relevance + OCCASION_WEIGHT * share * (1.0 - relevance))
             out[n] = relevance
         return out

@@ -74,8 +74,7 @@ def _admitted_memories(
     admitted = scoring.admitted(rows, contained, cosines)
     occasion_of = {n: rows[n].occasion for n in admitted if rows[n].occasion is not None}
     if occasion_of:
-        profiles = uow.occasions.profiles(occasion_of.values())
-        admitted = scoring.in_occasions(admitted, {n: profiles[o] for n, o in occasion_of.items() if o in profiles})
+        admitted = scoring.in_occasions(admitted, occasion_of, uow.occasions.profiles(occasion_of.values()))
 
     def read(number: int) -> Row | None:
         return uow.memories.get(tenant, number)
