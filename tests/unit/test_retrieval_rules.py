@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from slowave.domain.relevance import TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, Cue
@@ -38,18 +39,6 @@ def test_catalog_orders_by_score_relevance_number_and_freezes_at_the_limit():
 def test_catalog_round_trips_through_its_stored_json():
     catalog = Catalog.freeze([_m(1, 0.4, 0.4)], [CatalogProcedure("proc_s1", 0.5, 0.0, 0.5, 20, 20, 1.5)], 50, 9)
     assert Catalog.from_json(catalog.to_json()) == catalog
-    # The stored shape is the one earlier versions wrote (continuation pages of old retrievals).
-    assert set(catalog.to_json()["memories"][0]) == {
-        "n",
-        "type",
-        "relevance",
-        "learned",
-        "score",
-        "size",
-        "chars",
-        "pathway",
-        "redirected_from",
-    }
 
 
 def test_a_superseded_memory_is_represented_by_its_replacement_once():
@@ -103,3 +92,26 @@ def test_meaning_counts_in_full_only_where_no_candidate_matches_the_cues_words()
     )
     assert alone[5] > beside.get(5, 0.0)
     assert beside[1] > beside.get(5, 0.0)
+
+
+def test_a_catalog_is_stored_as_arrays_and_read_back_in_both_formats():
+    catalog = Catalog(
+        [
+            CatalogMemory(n=3, type="fact", relevance=0.9, learned=0.05, score=0.95, size=12, chars=12),
+            CatalogMemory(7, "lesson", 0.5, 0.0, 0.5, 30, 29, "redirect", "sch_2"),
+        ],
+        [CatalogProcedure("proc_1", 0.6, 0.015, 0.615, 200, 190, 1_700_000_000.0)],
+        2,
+        False,
+    )
+    stored = catalog.to_json()
+    assert stored["format"] == 2 and stored["memories"][1] == [7, "lesson", 0.5, 0.0, 0.5, 30, 29, "redirect", "sch_2"]
+    assert Catalog.from_json(json.loads(json.dumps(stored))) == catalog
+    # Catalogs stored before format 2 held one object per item.
+    old = {
+        "memories": [dict(vars(m)) for m in catalog.memories],
+        "procedures": [dict(vars(p)) for p in catalog.procedures],
+        "relevant_total": 2,
+        "truncated": False,
+    }
+    assert Catalog.from_json(old) == catalog

@@ -19,7 +19,7 @@ this module does I/O. The pieces, in the order a retrieval applies them:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 from slowave.domain.dates import Period, date_words, named_periods, prefer_named_dates
@@ -207,20 +207,27 @@ class Catalog:
         )
 
     def to_json(self) -> dict[str, Any]:
-        # vars(), not dataclasses.asdict: the fields are scalars, and asdict's recursive deep copy
-        # was 8 % of an Activate's CPU (py-spy, 10k memories).
+        """Stored with the retrieval: each item as an array of its fields in declaration order
+        (format 2; format 1, still read, had an object per item). Arrays are less than half the
+        bytes and encode in about half the time (50 memories: 3.3 against 8 KB, 53 against 93 µs)."""
         return {
-            "memories": [dict(vars(m)) for m in self.memories],
-            "procedures": [dict(vars(p)) for p in self.procedures],
+            "format": 2,
+            "memories": [[getattr(m, f) for f in _MEMORY_FIELDS] for m in self.memories],
+            "procedures": [[getattr(p, f) for f in _PROCEDURE_FIELDS] for p in self.procedures],
             "relevant_total": self.relevant_total,
             "truncated": self.truncated,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Catalog:
-        return cls(
-            [CatalogMemory(**m) for m in data["memories"]],
-            [CatalogProcedure(**p) for p in data["procedures"]],
-            data["relevant_total"],
-            data["truncated"],
-        )
+        if data.get("format") == 2:
+            memories = [CatalogMemory(*m) for m in data["memories"]]
+            procedures = [CatalogProcedure(*p) for p in data["procedures"]]
+        else:
+            memories = [CatalogMemory(**m) for m in data["memories"]]
+            procedures = [CatalogProcedure(**p) for p in data["procedures"]]
+        return cls(memories, procedures, data["relevant_total"], data["truncated"])
+
+
+_MEMORY_FIELDS = tuple(f.name for f in fields(CatalogMemory))
+_PROCEDURE_FIELDS = tuple(f.name for f in fields(CatalogProcedure))

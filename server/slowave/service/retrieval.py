@@ -207,7 +207,7 @@ def new_retrieval(
         catalog=catalog.to_json(),
     )
     uow.retrievals.insert(**values)
-    return SimpleNamespace(**values)
+    return SimpleNamespace(**values, frozen=catalog)
 
 
 @dataclass
@@ -251,7 +251,8 @@ def serve_page(
 
     `fresh`: the retrieval was created in this transaction (nothing exposed, no cursor yet).
     """
-    catalog = Catalog.from_json(retrieval.catalog)
+    # A retrieval created in this transaction carries its catalog; a stored one is read back.
+    catalog = retrieval.frozen if fresh else Catalog.from_json(retrieval.catalog)
     mems, procs = catalog.memories, catalog.procedures
     m_count = cat.page_count(
         [m.size for m in mems], memory_offset, retrieval.page_size, limits.memory_page_budget_bytes
