@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from slowave.domain.near_duplicates import Relation, conflicting_pairs, relation, shape
+from slowave.domain.near_duplicates import (
+    Relation,
+    compare,
+    conflicting_pairs,
+    may_hold_two_values,
+    possible_conflicts,
+    relation,
+    shape,
+)
 
 SUPERSEDES, SIMILAR, NONE = Relation.SUPERSEDES, Relation.SIMILAR, Relation.NONE
 
@@ -114,3 +122,82 @@ def test_conflicting_pairs_are_ordered_older_then_newer():
     ]
     assert conflicting_pairs(items) == [("sch_1", "sch_3"), ("sch_1", "sch_4"), ("sch_3", "sch_4")]
     assert conflicting_pairs(items[:2]) == []
+
+
+def test_compare_leaves_only_the_topic_check_to_the_scopes_counts():
+    older = "Every write to auth-gateway needs an Idempotency-Key header."
+    newer = "Every write to geo-lookup needs an Idempotency-Key header."
+    verdict = compare(shape(newer), shape(older))
+    assert verdict.relation is SUPERSEDES
+    assert verdict.topic == ("auth-gateway", ("idempotency-key",))
+    assert set(verdict.values()) == {"auth-gateway", "idempotency-key"}
+    assert verdict.resolve(None) is SUPERSEDES
+    assert verdict.resolve({"auth-gateway": 30, "idempotency-key": 3}.__getitem__) is NONE
+    # A replaced number asks nothing of the scope.
+    plain = compare(shape("payments-api listens on port 9090."), shape("payments-api listens on port 8080."))
+    assert plain.relation is SUPERSEDES and plain.values() == ()
+
+
+MIXED = [
+    "payments-api listens on port 8080.",
+    "payments-api listens on port 9090.",
+    "The team prefers Mermaid diagrams.",
+    "the team prefers mermaid diagrams.",
+    "Priya Raman is the on-call owner of billing-cron.",
+    "Elena Petrova is the on-call owner of billing-cron.",
+    "billing-cron runs Redis 6.2 in eu-west-1; see OPS-12.",
+    "billing-cron runs Redis 7.2 in eu-west-1.",
+    "Caroline: I went to the park. Melanie said Paris was lovely",
+    "Caroline: I went to the beach. Melanie said London was lovely",
+    "deploys are frozen on Fridays",
+    "Deploys are frozen on Fridays!",
+    "v2.4.1 ships Node.js 18 and Redis 6",
+]
+
+
+@pytest.mark.parametrize("newer", MIXED)
+@pytest.mark.parametrize("older", MIXED)
+def test_compare_resolved_is_relation(newer, older):
+    counts = {"payments-api": 9, "billing-cron": 5, "priya raman": 1, "elena petrova": 1, "caroline": 40}
+
+    def mentions(value):
+        return counts.get(value, 2)
+
+    assert compare(shape(newer), shape(older)).resolve(mentions) is relation(newer, older, mentions)
+
+
+def test_possible_conflicts_are_every_pair_relation_flags():
+    items = [(f"sch_{i}", text) for i, text in enumerate(MIXED)]
+    expected = [
+        (old_id, new_id)
+        for j, (new_id, new) in enumerate(items)
+        for old_id, old in items[:j]
+        if relation(new, old) is SUPERSEDES
+    ]
+    assert [pair for pair, _ in possible_conflicts(items)] == expected
+    assert expected  # the list holds versions of a fact
+
+
+@pytest.mark.parametrize(
+    "text, two",
+    [
+        ("deploys are frozen on fridays", False),
+        ("Deploys are frozen on Fridays", True),  # a bound only: two capitals, though one slot
+        ("payments-api listens on port 8080.", True),
+        ("I think so. I do.", False),  # stop words, capitalised or not, are never values
+        ("Caroline: Melanie called", True),
+    ],
+)
+def test_may_hold_two_values_is_a_bound_of_the_slots(text, two):
+    assert may_hold_two_values(text) is two
+    if not two:
+        assert len(shape(text).slots) < 2
+
+
+def test_a_sentence_starts_after_an_end_mark_and_white_space():
+    # A capitalised word opening a sentence is a name only when a name or a number follows it.
+    assert [slot.value for slot in shape("Deploys happen weekly; Deploys stop in December.").slots] == ["december"]
+    assert [slot.value for slot in shape("Deploys happen weekly, Deploys stop in December.").slots] == [
+        "deploys",
+        "december",
+    ]

@@ -80,3 +80,9 @@ def terms(text: str) -> list[str]:
     """The text's terms in order, repeats kept (term frequency counts them)."""
     kept = [w for w in words(text) if w not in STOP_WORDS]
     return _stemmer().stemWords(kept) if kept else []
+
+
+def stem_words(kept: list[str]) -> list[str]:
+    """The stems of words already split and filtered (as `terms` does), in one stemmer call."""
+    stems: list[str] = _stemmer().stemWords(kept)
+    return stems

@@ -7,14 +7,14 @@ from datetime import datetime
 
 from slowave.domain.claim_identity import claim_hash
 from slowave.domain.identifiers import event_id, memory_id
-from slowave.domain.near_duplicates import Relation, relation
+from slowave.domain.near_duplicates import Relation, Verdict, compare, shape
 from slowave.domain.relevance import SESSION_CONTEXT_CLAIMS, lexical_query, session_context, statistics_terms
 from slowave.domain.terms import terms
 from slowave.service.commands import Claim, RememberCommand
 from slowave.service.context import ServiceContext
 from slowave.service.knowledge_gaps import close_answered_gaps
 from slowave.service.messages import message
-from slowave.service.retrieval import scope_mentions
+from slowave.service.retrieval import value_mentions
 from slowave.service.sessions import open_session_in_scope
 from slowave.storage.unit_of_work import UnitOfWork
 from slowave.v1 import memory_service_pb2 as pb
@@ -151,7 +151,7 @@ class ClaimStore:
             ]
         )
         fresh = set(creating)
-        flags = {numbers[i]: self.flags(numbers[i], claims[i].content) for i in creating}
+        flags = dict(zip(created, self.flags([(numbers[i], claims[i].content) for i in creating])))
         return [
             message(
                 pb.RememberResult,
@@ -167,28 +167,54 @@ class ClaimStore:
             for i, (c, n, e) in enumerate(zip(claims, numbers, events))
         ]
 
-    def flags(self, number: int, content: str) -> dict[str, list[str]]:
-        """`similar` and `possibly_supersedes` of a just-created memory: the older active memories of
-        the scope that the rule (domain.near_duplicates) relates to it. Read in this transaction,
-        so claims created earlier in the same batch count."""
-        token_set = frozenset(terms(content))
-        doc_counts = self.uow.search.term_statistics(self.tenant, self.scope, statistics_terms(token_set))
-        query = lexical_query(token_set, doc_counts, FLAG_CANDIDATES)
-        if query is None:
-            return {}
-        rows = self.uow.search.lexical_matches(self.tenant, self.scope, query.terms, FLAG_CANDIDATES, query.require_all)
-        found: dict[Relation, list[int]] = {Relation.SIMILAR: [], Relation.SUPERSEDES: []}
-        mentions = scope_mentions(self.uow, self.tenant, self.scope)
-        for row in rows:
-            if row.number >= number or row.status != "active":
+    def flags(self, created: list[tuple[int, str]]) -> list[dict[str, list[str]]]:
+        """`similar` and `possibly_supersedes` of each just-created memory (number, content): the
+        older active memories of the scope that the rule (domain.near_duplicates) relates to it.
+        Read in this transaction after the whole batch is stored, so claims created earlier in the
+        same batch count; nothing is written meanwhile, so the term counts, the candidates and the
+        values' counts are read once for the batch (three queries at most), as each claim alone
+        would read them."""
+        token_sets = [frozenset(terms(content)) for _, content in created]
+        wanted = sorted({t for ts in token_sets for t in statistics_terms(ts)})
+        doc_counts = self.uow.search.term_statistics(self.tenant, self.scope, wanted) if created else {}
+        queries = [lexical_query(ts, doc_counts, FLAG_CANDIDATES) for ts in token_sets]
+        asked = [i for i, q in enumerate(queries) if q is not None]
+        matches = self.uow.search.lexical_matches_each(
+            self.tenant,
+            self.scope,
+            [(queries[i].terms, queries[i].require_all) for i in asked],  # type: ignore[union-attr]
+            FLAG_CANDIDATES,
+        )
+        verdicts: list[list[tuple[int, Verdict]]] = [[] for _ in created]
+        for i, rows in zip(asked, matches):
+            number, content = created[i]
+            older = [row for row in rows if row.number < number and row.status == "active"]
+            if not older:
                 continue
-            kind = relation(content, row.content, mentions)
-            if kind is not Relation.NONE:
-                found[kind].append(row.number)
-        return {
-            "similar": [memory_id(n) for n in sorted(found[Relation.SIMILAR])[:FLAG_LIMIT]],
-            "possibly_supersedes": [memory_id(n) for n in sorted(found[Relation.SUPERSEDES])[:FLAG_LIMIT]],
-        }
+            new = shape(content)
+            for row in older:
+                verdict = compare(new, shape(row.content))
+                if verdict.relation is not Relation.NONE:
+                    verdicts[i].append((row.number, verdict))
+        counts = value_mentions(
+            self.uow, self.tenant, self.scope, {v for vs in verdicts for _, x in vs for v in x.values()}
+        )
+        out = []
+        for vs in verdicts:
+            found: dict[Relation, list[int]] = {Relation.SIMILAR: [], Relation.SUPERSEDES: []}
+            for n, verdict in vs:
+                kind = verdict.resolve(counts.__getitem__)
+                if kind is not Relation.NONE:
+                    found[kind].append(n)
+            out.append(
+                {}
+                if queries[len(out)] is None
+                else {
+                    "similar": [memory_id(n) for n in sorted(found[Relation.SIMILAR])[:FLAG_LIMIT]],
+                    "possibly_supersedes": [memory_id(n) for n in sorted(found[Relation.SUPERSEDES])[:FLAG_LIMIT]],
+                }
+            )
+        return out
 
     def close_gaps(self, claims: list[Claim]) -> None:
         close_answered_gaps(self.uow, self.tenant, self.scope, *(c.content for c in claims))

@@ -17,7 +17,7 @@ from slowave.domain.exposure import newly_exposed
 from slowave.domain.identifiers import episode_id, event_id, memory_id, memory_number, new_cursor_id
 from slowave.domain.learning import RETRIEVAL_POLICY_VERSION, cue_key_hash, precise, procedure_learned
 from slowave.domain.learning import ProcedureEvidence as EvidenceCounters
-from slowave.domain.near_duplicates import Mentions, conflicting_pairs, shape, value_terms
+from slowave.domain.near_duplicates import Mentions, Relation, possible_conflicts, shape, value_terms
 from slowave.domain.procedure_capture import served_caveats
 from slowave.domain.relevance import Cue, SemanticCalibration, admits, lexical_query, statistics_terms, text_relevance
 from slowave.domain.retrieval import Candidate, CandidateScoring, Catalog, CatalogMemory, CatalogProcedure
@@ -311,41 +311,48 @@ def conflict_warnings(
     uow: UnitOfWork, tenant: str, scope: str, memories: list[res.Memory]
 ) -> list[res.RetrievalWarning]:
     """`conflicting_memories` for each pair of the page that reads as two versions of one fact
-    (domain.near_duplicates): the agent should check which holds and retire the other."""
+    (domain.near_duplicates): the agent should check which holds and retire the other. Pairs are
+    judged on their texts first; the scope's counts are read (one query) only for the values of the
+    pairs whose topic check needs them."""
     # Numbers grow with every Remember, so they order memories by age.
     by_age = sorted(memories, key=lambda m: memory_number(m.memory_id) or 0)
+    possible = possible_conflicts([(m.memory_id, m.content) for m in by_age])
+    wanted = {v for _, verdict in possible for v in verdict.values()}
+    counts = value_mentions(uow, tenant, scope, wanted)
     return [
         res.RetrievalWarning(
             code="conflicting_memories",
             message=f"{newer} may supersede {older}: the same fact with a different value; "
             "if the older one no longer holds, mark it stale (superseded)",
         )
-        for older, newer in conflicting_pairs(
-            [(m.memory_id, m.content) for m in by_age], scope_mentions(uow, tenant, scope, (m.content for m in by_age))
-        )
+        for (older, newer), verdict in possible
+        if verdict.resolve(counts.__getitem__) is Relation.SUPERSEDES
     ]
 
 
+def value_mentions(uow: UnitOfWork, tenant: str, scope: str, values: Iterable[str]) -> dict[str, int]:
+    """How many memories of the scope can mention each value: the document count of its rarest
+    term (domain.near_duplicates tells a claim's topic by it); one query for all of them."""
+    words_of = {v: value_terms(v) for v in values}
+    wanted = sorted({w for words in words_of.values() for w in words})
+    counts = uow.search.term_statistics(tenant, scope, wanted) if wanted else {}
+    return {value: min((counts.get(w[:TERM_CHARS], 0) for w in words), default=0) for value, words in words_of.items()}
+
+
 def scope_mentions(uow: UnitOfWork, tenant: str, scope: str, texts: Iterable[str] = ()) -> Mentions:
-    """How many memories of the scope can mention a value: the document count of its rarest term
-    (domain.near_duplicates tells a claim's topic by it). At the first question the values of all
+    """`value_mentions` asked one value at a time. At the first question the values of all
     `texts` (a page) are read in one query; any other value once, when asked for."""
     known: dict[str, int] = {}
     pending = list(texts)
 
-    def read(values: Iterable[str]) -> None:
-        words_of = {v: value_terms(v) for v in values if v not in known}
-        wanted = sorted({w for words in words_of.values() for w in words})
-        counts = uow.search.term_statistics(tenant, scope, wanted) if wanted else {}
-        for value, words in words_of.items():
-            known[value] = min((counts.get(w[:TERM_CHARS], 0) for w in words), default=0)
-
     def mentions(value: str) -> int:
         if pending:
-            read({value, *(v for text in pending for v in shape(text).values)})
+            known.update(
+                value_mentions(uow, tenant, scope, {value, *(v for text in pending for v in shape(text).values)})
+            )
             pending.clear()
         if value not in known:
-            read([value])
+            known.update(value_mentions(uow, tenant, scope, [value]))
         return known[value]
 
     return mentions

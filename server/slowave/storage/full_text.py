@@ -61,17 +61,17 @@ INDEX_WORDS = PerDialect(_index)
 """Indexes a memory's words (parameters n: its number, w: storage.search_terms.index_text)."""
 
 
-def _matches(dialect: str):
+def _matches(dialect: str, columns: tuple = tuple(VIEW_COLUMNS)):
     if dialect == "sqlite":
         return (
-            select(*VIEW_COLUMNS)
+            select(*columns)
             .select_from(_fts.join(_m, _m.c.number == _fts.c.rowid))
             .where(literal_column("memories_fts").op("MATCH")(bindparam("q")), *retrievable(driven=True))
             .order_by(_fts.c.rowid.desc())
             .limit(bindparam("limit"))
         )
     return (
-        select(*VIEW_COLUMNS)
+        select(*columns)
         .where(literal_column("memories.content_tsv").op("@@")(func.to_tsquery(_SIMPLE, bindparam("q", type_=Text))))
         .where(*retrievable(driven=True))
         .order_by(_m.c.number.desc())
@@ -82,6 +82,12 @@ def _matches(dialect: str):
 MATCHES = PerDialect(_matches)
 """Retrievable memories of the scope whose words match the query q (see `query`), newest first."""
 
+FLAG_COLUMNS = (_m.c.number, _m.c.status, _m.c.content, _m.c.own_terms, _m.c.context_terms)
+FLAG_MATCHES = PerDialect(lambda dialect: _matches(dialect, FLAG_COLUMNS))
+"""MATCHES with what Remember's flags read: the text, the status, and the words it is indexed with
+(own_terms, context_terms), which tell which of several queries joined in one (`any_query`) a row
+matches."""
+
 
 def query(dialect: str, tokens: list[str], require_all: bool) -> str:
     """The index query for indexed tokens: all of them, or any of them. Tokens are letters and
@@ -89,3 +95,8 @@ def query(dialect: str, tokens: list[str], require_all: bool) -> str:
     if dialect == "sqlite":
         return (" AND " if require_all else " OR ").join(tokens)
     return (" & " if require_all else " | ").join(tokens)
+
+
+def any_query(dialect: str, queries: list[tuple[list[str], bool]]) -> str:
+    """One index query matching what any of several `query`s (tokens, require_all) matches."""
+    return (" OR " if dialect == "sqlite" else " | ").join(f"({query(dialect, t, a)})" for t, a in queries)
