@@ -33,7 +33,7 @@ from slowave.domain.relevance import (
     SemanticCalibration,
     TermProfile,
     admits,
-    fused_relevance,
+    raw_fused_relevance,
 )
 
 DIRECT, REDIRECT = "direct", "redirect"
@@ -91,7 +91,7 @@ class CandidateScoring:
         return cls(cue, lexical, names, calibration, named_periods(cue.text))
 
     def lexical(self, memory: StoredMemory, contained: bool) -> float:
-        return self.lexical_scorer.relevance(
+        return self.lexical_scorer.raw_relevance(
             memory.content, contained, memory.context_terms, date_words(memory.occurred_on), memory.own_terms
         )
 
@@ -115,12 +115,16 @@ class CandidateScoring:
             relevance = lexical[n]
             if self.names is not None and self.calibration is not None:
                 cosine = cosines.get(n)
-                relevance = fused_relevance(
+                relevance = raw_fused_relevance(
                     relevance,
                     -1.0 if cosine is None else cosine,
                     weight * self.names.share(memory.content),
                     self.calibration,
                 )
+            # Rounded (behaviour §12.1 precision) only where it can be admitted: most candidates fall short.
+            if relevance < ADMISSION_THRESHOLD - 1e-6 and n not in contained:
+                continue
+            relevance = precise(relevance)
             if admits(self.cue, relevance, memory.content, n in contained):
                 out[n] = precise(prefer_named_dates(relevance, self.periods, memory.occurred_on))
         return out
