@@ -115,3 +115,19 @@ def test_a_catalog_is_stored_as_arrays_and_read_back_in_both_formats():
         "truncated": False,
     }
     assert Catalog.from_json(old) == catalog
+
+
+def test_only_the_best_candidates_are_rendered_and_the_total_still_counts_them_all():
+    from slowave.domain.retrieval import Candidate, top_memories
+
+    candidates = [Candidate(n, r) for n, r in [(1, 0.5), (2, 0.6), (3, 0.5), (4, 0.7), (5, 0.2)]]
+    learned = {4: 0.2, 2: -0.1, 5: 0.25}
+    best = top_memories(candidates, learned, 3)
+    # score 0.9, then 0.5 (relevance 0.6 first, then number 1 before 3)
+    assert [(c.number, adj, score) for c, adj, score in best] == [(4, 0.2, 0.9), (2, -0.1, 0.5), (1, 0.0, 0.5)]
+    kept = [_m(c.number, score, c.relevance) for c, _, score in best]
+    catalog = Catalog.freeze(kept, [], memory_limit=3, procedure_limit=9, memory_total=len(candidates))
+    everything = Catalog.freeze(
+        [_m(c.number, round(c.relevance + learned.get(c.number, 0.0), 6), c.relevance) for c in candidates], [], 3, 9
+    )
+    assert catalog == everything and catalog.relevant_total == 3 and catalog.truncated

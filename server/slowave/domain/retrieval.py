@@ -184,6 +184,20 @@ def memory_order(m: CatalogMemory) -> tuple[float, float, int]:
     return (-m.score, -m.relevance, m.n)
 
 
+def top_memories(
+    candidates: list[Candidate], learned: dict[int, float], limit: int
+) -> list[tuple[Candidate, float, float]]:
+    """The `limit` best candidates in catalog order (memory_order), each with its learned adjustment
+    and score, so that only they are rendered into the catalog."""
+    scored = []
+    for c in candidates:
+        adjustment = learned.get(c.number, 0.0)
+        score = precise(c.relevance + adjustment)
+        scored.append((-score, -c.relevance, c.number, adjustment, c))
+    scored.sort(key=lambda x: x[:3])
+    return [(c, adjustment, -neg_score) for neg_score, _, _, adjustment, c in scored[:limit]]
+
+
 def procedure_order(p: CatalogProcedure) -> tuple[float, float, str]:
     return (-p.score, -p.created, p.id)
 
@@ -199,15 +213,20 @@ class Catalog:
 
     @classmethod
     def freeze(
-        cls, memories: list[CatalogMemory], procedures: list[CatalogProcedure], memory_limit: int, procedure_limit: int
+        cls,
+        memories: list[CatalogMemory],
+        procedures: list[CatalogProcedure],
+        memory_limit: int,
+        procedure_limit: int,
+        memory_total: int | None = None,
     ) -> Catalog:
+        """`memory_total`: how many memories were ranked, when the caller passes only the best of
+        them (`top_memories`)."""
+        total = len(memories) if memory_total is None else memory_total
         memories = sorted(memories, key=memory_order)
         procedures = sorted(procedures, key=procedure_order)
         return cls(
-            memories[:memory_limit],
-            procedures[:procedure_limit],
-            min(len(memories), memory_limit),
-            len(memories) > memory_limit,
+            memories[:memory_limit], procedures[:procedure_limit], min(total, memory_limit), total > memory_limit
         )
 
     def to_json(self) -> dict[str, Any]:

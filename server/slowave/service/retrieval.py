@@ -20,7 +20,14 @@ from slowave.domain.learning import ProcedureEvidence as EvidenceCounters
 from slowave.domain.near_duplicates import Mentions, Relation, possible_conflicts, shape, value_terms
 from slowave.domain.procedure_capture import served_caveats
 from slowave.domain.relevance import Cue, SemanticCalibration, admits, lexical_query, statistics_terms, text_relevance
-from slowave.domain.retrieval import Candidate, CandidateScoring, Catalog, CatalogMemory, CatalogProcedure
+from slowave.domain.retrieval import (
+    Candidate,
+    CandidateScoring,
+    Catalog,
+    CatalogMemory,
+    CatalogProcedure,
+    top_memories,
+)
 from slowave.domain.scope import fragmentation_key
 from slowave.domain.session_state import SessionState
 from slowave.domain.structs import contexts_match
@@ -110,9 +117,8 @@ def build_catalog(
     with span("retrieval.learned"):
         learned_of = learned_adjustments(uow, (rows[c.number] for c in candidates), cue_id, cue.token_set)
     ranked = []
-    for c in candidates:
+    for c, learned, score in top_memories(candidates, learned_of, limits.catalog_memories):
         row = rows[c.number]
-        learned = learned_of.get(c.number, 0.0)
         shown, _ = cat.render_content(row.content)
         ranked.append(
             CatalogMemory(
@@ -120,7 +126,7 @@ def build_catalog(
                 type=row.type,
                 relevance=c.relevance,
                 learned=learned,
-                score=precise(c.relevance + learned),
+                score=score,
                 size=len(shown.encode("utf-8")),
                 chars=len(shown),
                 pathway=c.pathway,
@@ -129,7 +135,9 @@ def build_catalog(
         )
     with span("retrieval.procedures"):
         procedures = _ranked_procedures(uow, tenant, scope, cue, task_context)
-    return Catalog.freeze(ranked, procedures, limits.catalog_memories, limits.catalog_procedures)
+    return Catalog.freeze(
+        ranked, procedures, limits.catalog_memories, limits.catalog_procedures, memory_total=len(candidates)
+    )
 
 
 def _ranked_procedures(
