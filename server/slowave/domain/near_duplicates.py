@@ -8,11 +8,19 @@ identifiers joined by `-`, `.`, `/`, `_` or `:` (payments-api, src/app.py), and 
 (Priya Raman, GitHub Actions, Postgres 16: a name and its version form one slot). Each slot
 remembers the wording term before and after it, which is how two claims' slots are aligned.
 
-* `possibly_supersedes`: the two claims are worded alike (the smaller wording mostly contained in
-  the larger), they keep at least one value in common (what the claim is about: the service, the
-  person), at least one slot of the older claim reappears in the newer one, aligned, with another
-  value (13 → 16, Jenkins → GitHub Actions, port 8081 → 9090), and every value of the older claim
-  is either kept or so replaced. That is how a fact's next version reads; which of two values is
+Change phrases are read apart: change words ("moved", "upgraded", "now"), side clauses ("since
+the exporter change", "after the March upgrade", "Since 2024-05-01, …"), time phrases ("last
+quarter") and former values (the X of "changed from X to Y" or "X -> Y") say that a value changed,
+not what the fact is; the rest is the claim's *core* wording.
+
+* `possibly_supersedes`: the newer claim's core wording says nothing the older does not, and leaves
+  out at most one of its terms (the verb its change words replace: "is hosted in" → "was migrated
+  to"); and either one value of the older claim reappears, aligned, with another value (13 → 16,
+  Jenkins → GitHub Actions, port 8081 → 9090), every other value kept or a bare reference, or no
+  value changes and the one word that differs is the value, last in the claim where values stand
+  ("is master" → "is main", "daily" → "weekly"). What the claim is about must be kept: a name, or
+  two terms of its wording; a replaced lowercase identifier (billing-db) is what a claim is about
+  unless it stands where values do. That is how a fact's next version reads; which of two names is
   the subject is not knowable without understanding the sentence, so it is a flag only.
 * `similar`: no value changed — the same values, worded nearly alike (a restatement, a paraphrase
   naming the same things).
