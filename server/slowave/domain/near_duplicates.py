@@ -8,11 +8,19 @@ identifiers joined by `-`, `.`, `/`, `_` or `:` (payments-api, src/app.py), and 
 (Priya Raman, GitHub Actions, Postgres 16: a name and its version form one slot). Each slot
 remembers the wording term before and after it, which is how two claims' slots are aligned.
 
-* `possibly_supersedes`: the two claims are worded alike (the smaller wording mostly contained in
-  the larger), they keep at least one value in common (what the claim is about: the service, the
-  person), at least one slot of the older claim reappears in the newer one, aligned, with another
-  value (13 → 16, Jenkins → GitHub Actions, port 8081 → 9090), and every value of the older claim
-  is either kept or so replaced. That is how a fact's next version reads; which of two values is
+Change phrases are read apart: change words ("moved", "upgraded", "now"), side clauses ("since
+the exporter change", "after the March upgrade", "Since 2024-05-01, …"), time phrases ("last
+quarter") and former values (the X of "changed from X to Y" or "X -> Y") say that a value changed,
+not what the fact is; the rest is the claim's *core* wording.
+
+* `possibly_supersedes`: the newer claim's core wording says nothing the older does not, and leaves
+  out at most one of its terms (the verb its change words replace: "is hosted in" → "was migrated
+  to"); and either one value of the older claim reappears, aligned, with another value (13 → 16,
+  Jenkins → GitHub Actions, port 8081 → 9090), every other value kept or a bare reference, or no
+  value changes and the one word that differs is the value, last in the claim where values stand
+  ("is master" → "is main", "daily" → "weekly"). What the claim is about must be kept: a name, or
+  two terms of its wording; a replaced lowercase identifier (billing-db) is what a claim is about
+  unless it stands where values do. That is how a fact's next version reads; which of two names is
   the subject is not knowable without understanding the sentence, so it is a flag only.
 * `similar`: no value changed — the same values, worded nearly alike (a restatement, a paraphrase
   naming the same things).
@@ -23,6 +31,7 @@ Exact repeats (the same normalised text and type) are MATCHED by Remember and ne
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -31,13 +40,8 @@ from functools import cached_property, lru_cache
 from slowave.domain.terms import STOP_WORDS, stem_words, terms, words
 from slowave.domain.text import normalize_claim
 
-# The smaller claim's wording that the larger must hold for an older version of the same fact:
-# half, since a changed fact is often reworded around its new value ("runs Redis 6.2" → "was
-# upgraded to Redis 7.2"); the value conditions carry the rest of the evidence.
-SUPERSEDE_CONTAINMENT = 0.5
-# ... and, over both claims, at least a third of their distinct wording in common: a claim that
-# only shares a verb and a subject with a longer one ("X runs …", "X cache runs …") is another fact.
-SUPERSEDE_JACCARD = 1 / 3
+# Without a kept name, what a claim is about is its wording: at least this many terms kept.
+SUPERSEDE_KEPT_TERMS = 2
 # A restatement with the same values shares at least half of its wording (Jaccard); a claim with
 # no values at all has only its wording to go on, so it must coincide nearly entirely.
 SIMILAR_JACCARD = 0.5
@@ -47,11 +51,49 @@ SIMILAR_SHARED_VALUES = 3
 
 _TOKEN = re.compile(r"[^\W_]+(?:[-./_:+][^\W_]+)*")
 _SENTENCE_ENDS = ".!?;"
+# Any of these between two tokens ends a clause: a side clause (below) stops there.
+_CLAUSE_ENDS = re.compile(r"[.!?;:,()\[\]\u2014\u2013]| - ")
+_SIDE_CLAUSE_CLOSE = re.compile(r"^[^.!?;]*[,\u2014\u2013][^.!?;]*$| - ")
+_ARROW = re.compile(r"->|\u2192|=>")
 _ASCII_DIGIT = re.compile(r"[0-9]")
 _JOINER = re.compile(r"[./_:+]")
 _MAYBE_VALUE = re.compile(r"[-./_:+]")
 _VERSION_PREFIX = re.compile(r"^v(?=\d)")
 _START, _END = "^", "$"
+
+# Words that say a value changed, not what the fact is about ("was moved to", "now", "renewed"):
+# a newer version may add them, or put one where the older claim's verb was ("is hosted in" →
+# "was migrated to"). Stems, as the wording holds them.
+CHANGE_WORDS = frozenset(
+    stem_words(
+        """change changed changes move moved moves migrate migrated upgrade upgraded downgrade downgraded
+        bump bumped raise raised lower lowered increase increased decrease decreased reduce reduced
+        scale scaled switch switched rename renamed update updated replace replaced extend extended
+        shorten shortened renew renewed reassign reassigned transfer transferred swap swapped grew grown
+        double doubled halve halved convert converted relocate relocated shift shifted revise revised
+        adjust adjusted currently today new newly latest instead longer starting effective recently
+        yesterday lately went""".split()
+    )
+)
+# Words opening a side clause — when or why a value changed ("since the exporter change", "after the
+# March upgrade", "Since 2024-05-01, …", "as of …"): up to the end of the clause, what a newer claim
+# says there is not part of the fact. ("as" only as "as of".)
+SIDE_CLAUSE_OPENERS = frozenset("since after following because due while until starting effective thanks".split())
+# A value preceded by one of these is the one replaced ("replacing Jenkins", "previously 30"), as
+# is the first of "changed from X to Y" and of "X -> Y": not a value the claim holds.
+FORMER_MARKERS = frozenset("previously formerly replacing replaces".split())
+# "last quarter", "this week": when a value changed, not part of the fact.
+_TIME_DEICTICS = frozenset("last this next earlier".split())
+TIME_NOUNS = frozenset("week month quarter year sprint release weekend night morning".split())
+# The word before a value written as a plain word: a copula, or "to" ("is master", "set to info").
+VALUE_LEADS = frozenset("is are was were be been becomes became remains stays to as at".split())
+# Words naming where a fact holds, not a value of it: staging and production hold distinct facts.
+QUALIFIERS = frozenset(
+    stem_words(
+        """staging production prod dev development test testing qa canary sandbox preview local demo uat
+        preprod""".split()
+    )
+)
 
 
 class Relation(Enum):
@@ -67,6 +109,13 @@ class Slot:
     """The slot's words without digits ("postgres" of "Postgres 16"): a version change keeps it."""
     before: str
     after: str
+    identifier: bool = False
+    """A lowercase identifier without digits (payments-api, src/app.py): what a claim is about as
+    often as a value of it."""
+    side: bool = False
+    """In a side clause ("after the March upgrade"): not part of the fact."""
+    frame: tuple[str, str] = (_START, _START)
+    """The two terms before the slot, change words left out."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +123,16 @@ class ClaimShape:
     normalized: str
     wording: frozenset[str]
     slots: tuple[Slot, ...]
+    core: frozenset[str] = frozenset()
+    """The wording outside side clauses and change words: what the fact itself says."""
+    last: tuple[str, str] = ("", "")
+    """The last item of the main clause (the one naming the most), side clauses and bare references
+    (a date, a ticket) left out: ("w", term) or ("v", value) — where a fact's value usually stands
+    ("… is master")."""
+    last_is_value: bool = False
+    """The last item is a word written where a value stands: after a copula or "to" ("is master",
+    "renamed to main"), or an adverb such as "weekly"; not a noun of a phrase ("the billing
+    dashboard")."""
 
     @cached_property
     def values(self) -> frozenset[str]:
@@ -108,25 +167,6 @@ def _is_value(token: str, sentence_start: bool, next_token: str | None) -> bool:
     return next_token[0].isupper() or _has_digit(next_token)
 
 
-@lru_cache(maxsize=32_768)
-def may_hold_two_values(text: str) -> bool:
-    """False when the text cannot hold two value slots: fewer than two of its tokens could be read
-    as values (a digit, a joiner, a hyphen, or a capital that is not a stop word), and each slot
-    holds one at least. A cheap test before `shape`."""
-    seen = 0
-    for m in _TOKEN.finditer(text):
-        token = m.group()
-        if (
-            (token[0].isupper() and token.casefold() not in STOP_WORDS)
-            or _has_digit(token)
-            or _MAYBE_VALUE.search(token)
-        ):
-            seen += 1
-            if seen == 2:
-                return True
-    return False
-
-
 def _value_form(token: str) -> str:
     return _VERSION_PREFIX.sub("", token.casefold())
 
@@ -137,14 +177,21 @@ def shape(text: str) -> ClaimShape:
     changes, and Remember's flags and the page check compare the same texts again and again."""
     matches = list(_TOKEN.finditer(text))
     tokens = [m.group() for m in matches]
-    # Each token read as a value, or as the words it holds (stop words out), stemmed in one call.
+    folded = [t.casefold() for t in tokens]
+    # Each token read as a value, or as the words it holds (stop words out), stemmed in one call;
+    # and where clauses end (the punctuation between two tokens).
     kinds: list[bool] = []
     words_of: list[list[str]] = []
+    clause_start: list[bool] = []
+    sentence_starts: list[bool] = []
     previous_end = 0
     for i, m in enumerate(matches):
         # A sentence starts at the first token and after `.`, `!`, `?` or `;` (white space between).
-        gap = text[previous_end : m.start()].rstrip()
-        sentence_start = i == 0 or (gap != "" and gap[-1] in _SENTENCE_ENDS)
+        gap = text[previous_end : m.start()]
+        stripped = gap.rstrip()
+        sentence_start = i == 0 or (stripped != "" and stripped[-1] in _SENTENCE_ENDS)
+        clause_start.append(i == 0 or _CLAUSE_ENDS.search(gap) is not None)
+        sentence_starts.append(sentence_start)
         following = tokens[i + 1] if i + 1 < len(tokens) else None
         value = _is_value(tokens[i], sentence_start, following)
         kinds.append(value)
@@ -152,72 +199,185 @@ def shape(text: str) -> ClaimShape:
         previous_end = m.end()
     flat = [w for ws in words_of for w in ws]
     stems = iter(stem_words(flat) if flat else [])
-    items: list[tuple[str, str]] = []  # ("w", term) or ("v", value), slots already merged
+    # Items: ("w", term) or ("v", value), slots already merged; each with whether it is in a side
+    # clause and which clause holds it.
+    items: list[tuple[str, str]] = []
+    item_side: list[bool] = []
+    item_clause: list[int] = []
+    item_prev: list[str] = []  # the token before the item's token, case folded
+    item_adverb: list[bool] = []  # a word ending in -ly (daily, nightly, quarterly)
     slot_words: list[list[str]] = []
     previous_end = 0
     previous_value = False  # a stop word between two values separates them, though it leaves no term
-    for m, token, value, ws in zip(matches, tokens, kinds, words_of):
+    in_side = False
+    clause = 0
+    change_in_clause = False
+    former = False  # the current slot is the value replaced ("from X to Y"): left out
+    # A side clause opening a sentence is one only if a comma (or a dash) closes it, with the fact
+    # after it ("Since 2024-05-01, Marco Silva is …"); "After PAY-12 we learned that …" is the fact.
+    pending: int | None = None  # where such a side clause began, until it is closed
+    for i, (m, token, value, ws) in enumerate(zip(matches, tokens, kinds, words_of)):
+        gap = text[previous_end : m.start()]
+        if i and clause_start[i]:
+            if pending is not None and not _SIDE_CLAUSE_CLOSE.search(gap):
+                item_side[pending:] = [False] * (len(item_side) - pending)
+            pending = None
+            in_side = change_in_clause = False
+            clause += 1
+        word = folded[i]
+        # "last quarter", "this week": when, not what
+        side_word = (i and folded[i - 1] in _TIME_DEICTICS and word in TIME_NOUNS) or (
+            word in _TIME_DEICTICS and i + 1 < len(tokens) and folded[i + 1] in TIME_NOUNS
+        )
+        if word in SIDE_CLAUSE_OPENERS or (word == "as" and i + 1 < len(tokens) and folded[i + 1] == "of"):
+            if not in_side and sentence_starts[i]:
+                pending = len(items)
+            in_side = True
         if value:
-            if previous_value and text[previous_end : m.start()].isspace():
-                slot_words[-1].append(token)
-                items[-1] = ("v", " ".join(_value_form(w) for w in slot_words[-1]))
+            if previous_value and gap.isspace():
+                if not former:
+                    slot_words[-1].append(token)
+                    items[-1] = ("v", " ".join(_value_form(w) for w in slot_words[-1]))
             else:
-                slot_words.append([token])
-                items.append(("v", _value_form(token)))
+                if previous_value and not former and _ARROW.search(gap) and items and items[-1][0] == "v":
+                    # "X -> Y": X is the value replaced
+                    items.pop(), item_side.pop(), item_clause.pop(), slot_words.pop()
+                    item_prev.pop(), item_adverb.pop()
+                before = folded[i - 1] if i else ""
+                former = (
+                    (before == "from" and change_in_clause)
+                    or before in FORMER_MARKERS
+                    or (before == "of" and i > 1 and folded[i - 2] == "instead")
+                )
+                if not former:
+                    slot_words.append([token])
+                    items.append(("v", _value_form(token)))
+                    item_side.append(in_side)
+                    item_prev.append(before)
+                    item_adverb.append(False)
+                    item_clause.append(clause)
         else:
-            items.extend(("w", next(stems)) for _ in ws)
+            former = False
+            for _ in ws:
+                term = next(stems)
+                items.append(("w", term))
+                item_side.append(in_side or side_word)
+                item_prev.append(folded[i - 1] if i else "")
+                item_adverb.append(word.endswith("ly"))
+                item_clause.append(clause)
+                change_in_clause = change_in_clause or term in CHANGE_WORDS
         previous_value = value
         previous_end = m.end()
+    if pending is not None:
+        item_side[pending:] = [False] * (len(item_side) - pending)
     slots = []
     k = 0
     last_word = _START
     before_of: list[str] = []
+    # The two terms before each item, change words left out: where a value stood before its verb
+    # was replaced ("is hosted in X" → "was migrated to Y").
+    frame_of: list[tuple[str, str]] = []
+    frame = (_START, _START)
     for kind, term in items:
         before_of.append(last_word)
+        frame_of.append(frame)
         if kind == "w":
             last_word = term
+            if term not in CHANGE_WORDS:
+                frame = (term, frame[0])
     next_word = _END
     after_of: list[str] = [_END] * len(items)
     for i in range(len(items) - 1, -1, -1):
         after_of[i] = next_word
-        if items[i][0] == "w":
+        if items[i][0] == "w" and not item_side[i]:  # a side clause after a value is not its frame
             next_word = items[i][1]
-    for i, (kind, slot_value) in enumerate(items):
-        if kind != "v":
+    # The last name or term of the main clause (the one naming the most, the first of equals).
+    named: list[tuple[int, int, tuple[str, str]]] = []
+    core = set()
+    for i, (kind, term) in enumerate(items):
+        if kind == "w":
+            if not item_side[i] and term not in CHANGE_WORDS:
+                core.add(term)
+                named.append((item_clause[i], i, (kind, term)))
             continue
-        head = " ".join(w.casefold() for w in slot_words[k] if not _has_digit(w))
-        slots.append(Slot(slot_value, head, before_of[i], after_of[i]))
+        raw = slot_words[k]
+        head = " ".join(w.casefold() for w in raw if not _has_digit(w))
+        identifier = any(w.islower() and not _has_digit(w) and _MAYBE_VALUE.search(w) for w in raw)
+        slots.append(Slot(term, head, before_of[i], after_of[i], identifier, item_side[i], frame_of[i]))
+        if head and not item_side[i]:
+            named.append((item_clause[i], i, (kind, term)))
         k += 1
-    return ClaimShape(normalize_claim(text), frozenset(t for kind, t in items if kind == "w"), tuple(slots))
+    last: tuple[str, str] = ("", "")
+    value_word = False
+    if named:
+        sizes = Counter(c for c, _, _ in named)
+        main = max(sizes, key=lambda c: (sizes[c], -c))
+        i, last = next((i, item) for c, i, item in reversed(named) if c == main)
+        value_word = item_adverb[i] or item_prev[i] in VALUE_LEADS
+    return ClaimShape(
+        normalize_claim(text),
+        frozenset(t for kind, t in items if kind == "w"),
+        tuple(slots),
+        frozenset(core),
+        last,
+        value_word,
+    )
 
 
-def _aligned(old: Slot, new: Slot) -> bool:
+def _aligned(old: Slot, new: Slot, lost: frozenset[str] = frozenset()) -> bool:
     """The same slot of one fact in two claims: a versioned name keeps its name around a new
     number (Postgres 13 → 16; Node.js 18 and Redis 6 are two things); other values sit between
-    the same words, or next to the same term (not a sentence boundary) on one side."""
+    the same words, or next to the same term (not a sentence boundary) on one side. Change words
+    do not count, nor the older claim's verb they replace (`lost`: "is hosted in X" → "was migrated
+    to Y")."""
     if old.head and new.head and old.head != old.value and new.head != new.value:
         return old.head == new.head
-    if old.before == new.before and old.after == new.after:
+    before = old.before == new.before or old.frame[0] == new.frame[0]
+    if not before and old.frame[0] in lost and new.before in CHANGE_WORDS:
+        before = old.frame[1] == new.frame[0]
+    after = old.after == new.after
+    if before and after:
         return True
-    return (old.before == new.before and old.before != _START) or (old.after == new.after and old.after != _END)
+    return (before and old.before != _START) or (after and old.after != _END)
 
 
-def _replacements(gone: list[Slot], added: list[Slot]) -> list[Slot]:
-    """The older claim's values that the newer replaces: each paired with one new value, a name
-    kept around a new number first (Redis 7.0 → 7.2 before a ticket beside it)."""
+def _same_name(old: Slot, new: Slot) -> bool:
+    return bool(old.head) and old.head == new.head
+
+
+def _kind(slot: Slot) -> int:
+    """0 a bare reference (a number, a date, a region), 1 a name, 2 a versioned name."""
+    return 0 if not slot.head else 1 if slot.head == slot.value else 2
+
+
+def _same_kind(old: Slot, new: Slot) -> bool:
+    """A name for a name, a bare reference for a bare reference, outside side clauses first."""
+    return _kind(old) == _kind(new) and not new.side
+
+
+def _compatible(old: Slot, new: Slot) -> bool:
+    """A versioned name only for another version of it (never Postgres 12 for a region); a name
+    for a bare value or the reverse ("on S3" → "on GCS")."""
+    return (_kind(old) == 2) == (_kind(new) == 2)
+
+
+def _replacements(gone: list[Slot], added: list[Slot], lost: frozenset[str]) -> list[tuple[Slot, Slot]]:
+    """The older claim's values that the newer replaces, each paired with one new value: a name
+    kept around a new number first (Redis 7.0 → 7.2 before a ticket beside it), then a value of the
+    same kind (a person for a person, not for the date of a "Since …" beside it; never a version
+    for a region)."""
     free = list(added)
-    out = []
-    for same_name in (True, False):
+    out: list[tuple[Slot, Slot]] = []
+    done: list[Slot] = []
+    for fit in (_same_name, _same_kind, _compatible):
         for old in gone:
-            if old in out:
+            if old in done:
                 continue
-            match = next(
-                (new for new in free if _aligned(old, new) and (not same_name or (old.head and old.head == new.head))),
-                None,
-            )
+            match = next((new for new in free if _aligned(old, new, lost) and fit(old, new)), None)
             if match is not None:
                 free.remove(match)
-                out.append(old)
+                done.append(old)
+                out.append((old, match))
     return out
 
 
@@ -250,6 +410,7 @@ class Verdict:
 
 _NONE = Verdict(Relation.NONE)
 _SIMILAR = Verdict(Relation.SIMILAR)
+_SUPERSEDES = Verdict(Relation.SUPERSEDES)
 
 
 def relation(newer: str, older: str, mentions: Mentions | None = None) -> Relation:
@@ -268,48 +429,86 @@ def compare(a: ClaimShape, b: ClaimShape) -> Verdict:
     if a.normalized == b.normalized:
         return _SIMILAR  # the same text under another type (same type is MATCHED)
     a_values, b_values = a.values, b.values
-    if a_values and b_values and a_values.isdisjoint(b_values):
-        return _NONE  # nothing in common that either flag could rest on
-    shared_words = len(a.wording & b.wording)
-    shared_values = a_values & b_values
-    if not shared_words and len(shared_values) < SIMILAR_SHARED_VALUES:
-        # No wording in common: neither flag's wording condition can hold, and too few values in
-        # common to name one fact alone.
+    # What the newer claim says that the older does not (change words and side clauses aside), and
+    # what of the older claim the newer leaves out: a newer version of a fact says nothing else, and
+    # drops at most the verb its change words replace ("is hosted in" → "was migrated to") or the
+    # one word that is its value ("… is master" → "… is main").
+    extra = a.core - b.wording
+    lost = b.core - a.wording
+    if a_values <= b_values or b_values <= a_values:  # no slot replaced, at most left out or added
+        if len(extra) == 1 and len(lost) == 1 and _word_replaced(a, b, extra, lost):
+            return _SUPERSEDES
+        return Verdict(_similar(a, b))
+    if extra or len(lost) > 1:
         return _NONE
-    union_words = len(a.wording | b.wording)
-    jaccard = shared_words / union_words if union_words else 0.0
-    smaller = min(len(a.wording), len(b.wording))
-    containment = shared_words / smaller if smaller else 0.0
-    if a_values <= b_values or b_values <= a_values:  # nothing replaced, at most left out or added
-        return Verdict(_similar(a, b, shared_values, jaccard, shared_words))
-    if containment < SUPERSEDE_CONTAINMENT or jaccard < SUPERSEDE_JACCARD:
-        return _NONE  # (checked before the slots: the cheaper test; both must hold for a version)
     gone = [slot for slot in b.slots if slot.value not in a_values]
-    replaced = _replacements(gone, [slot for slot in a.slots if slot.value not in b_values])
+    added = [slot for slot in a.slots if slot.value not in b_values]
+    replaced = _replacements(gone, added, lost)
     # An older version of the same fact: one value of the older claim replaced in the same place,
-    # the others kept or, if they are bare references (a ticket, a date: no name in them), left out.
-    if len(replaced) != 1 or any(old.head for old in gone if old not in replaced):
+    # the others kept or, if they are bare references (a ticket, a date: no name in them) or in a
+    # side clause, left out; the newer adds no other value but such references.
+    if len(replaced) != 1:
         return _NONE
-    # Among the kept values, a name without digits: what the claim is about (a service, a person,
-    # a product), not only numbers, which are what changes.
-    kept_names = [slot.value for slot in b.slots if slot.value in shared_values and slot.head == slot.value]
-    if not kept_names:
+    old, new = replaced[0]
+    if any(s.head and not s.side for s in gone if s is not old) or any(
+        s.head and not s.side for s in added if s is not new
+    ):
         return _NONE
+    if lost and not (lost == {old.frame[0]} and new.before in CHANGE_WORDS):
+        # Another word left out (a verb of a reworded claim: "X listens on port 8080 in production"
+        # → "In production the X port is 9090"): only with the rest of the wording kept, and never
+        # a word naming where the fact holds ("The staging cluster has 6 nodes" → "The cluster …").
+        if lost & QUALIFIERS or len(a.core & b.core) < SUPERSEDE_KEPT_TERMS:
+            return _NONE
+    shared_values = a_values & b_values
     if [v for v in (s.value for s in a.slots) if v in shared_values] != [
         v for v in (s.value for s in b.slots) if v in shared_values
     ]:
         return _NONE  # the kept values swapped places ("A calls B" and "B calls A")
-    old = replaced[0]
+    # An identifier (payments-api, src/app.py) names what a claim is about as often as a value of
+    # it: replaced, it is a value only where values stand, last in the older claim's main clause or
+    # after the newer's change word ("Deploys go through deploy-bot", "docs moved to docs-site"),
+    # not "Backups of billing-db …" → "Backups of orders-db …".
+    if old.identifier and b.last != ("v", old.value) and new.before not in CHANGE_WORDS:
+        return _NONE
+    # What the claim is about: a kept name without digits (a service, a person, a product), or
+    # else at least two terms of its wording in common ("the release train leaves every …").
+    kept_names = [slot.value for slot in b.slots if slot.value in shared_values and slot.head == slot.value]
+    if not kept_names:
+        return _SUPERSEDES if len(a.core & b.core) >= SUPERSEDE_KEPT_TERMS else _NONE
     if old.head:
         return Verdict(Relation.SUPERSEDES, (old.value, tuple(kept_names)))
-    return Verdict(Relation.SUPERSEDES)
+    return _SUPERSEDES
 
 
-def _similar(
-    a: ClaimShape, b: ClaimShape, shared_values: frozenset[str], jaccard: float, shared_words: int
-) -> Relation:
+def _word_replaced(a: ClaimShape, b: ClaimShape, extra: frozenset[str], lost: frozenset[str]) -> bool:
+    """A value written as a plain word, replaced: the one word each claim has that the other has not
+    is the last of its main clause ("The default branch is master" → "… is main", "Deploys happen
+    weekly" → "… monthly"), the same values on both sides (bare references and side clauses aside),
+    and at least two terms of the wording kept. Not a word naming where the fact holds (staging,
+    production: two facts)."""
+    (new_word,), (old_word,) = extra, lost
+    if a.last != ("w", new_word) or b.last != ("w", old_word) or not (a.last_is_value and b.last_is_value):
+        return False
+    if new_word in QUALIFIERS or old_word in QUALIFIERS:
+        return False
+    if len(a.core & b.core) < SUPERSEDE_KEPT_TERMS:
+        return False
+    a_values, b_values = a.values, b.values
+    return not any(s.head and not s.side for s in a.slots if s.value not in b_values) and not any(
+        s.head and not s.side for s in b.slots if s.value not in a_values
+    )
+
+
+def _similar(a: ClaimShape, b: ClaimShape) -> Relation:
     """No value replaced: the same fact when both hold the same values and the words coincide, or
     when the values in common are enough to name one fact."""
+    shared_words = len(a.wording & b.wording)
+    shared_values = a.values & b.values
+    if not shared_words and len(shared_values) < SIMILAR_SHARED_VALUES:
+        return Relation.NONE  # no wording in common, and too few values to name one fact alone
+    union_words = len(a.wording | b.wording)
+    jaccard = shared_words / union_words if union_words else 0.0
     if not a.values:
         return Relation.SIMILAR if jaccard >= SIMILAR_JACCARD_NO_VALUES else Relation.NONE
     if a.values == b.values and jaccard >= SIMILAR_JACCARD:
@@ -329,10 +528,8 @@ def possible_conflicts(items: list[tuple[str, str]]) -> list[tuple[tuple[str, st
     """The pairs of `items` (id, text; oldest first) that may read as two versions of one fact,
     (older id, newer id) with their verdict, the topic check left to the caller (`Verdict.values`
     names what it asks). Each text is parsed once."""
-    # A new version keeps a name and replaces another value: both claims hold two slots at least,
-    # which a text with fewer than two tokens that could be values cannot (it is not even parsed).
-    shapes = [(item_id, shape(text)) for item_id, text in items if may_hold_two_values(text)]
-    shapes = [(item_id, s) for item_id, s in shapes if len(s.slots) >= 2]
+    # (Every text is parsed: a new version may hold a single value, or a plain word as its value.)
+    shapes = [(item_id, shape(text)) for item_id, text in items]
     out = []
     for j, (new_id, new) in enumerate(shapes):
         for old_id, old in shapes[:j]:
