@@ -534,11 +534,12 @@ def measure(address: str, conversations: list[Conversation], args: argparse.Name
         grpc.channel_ready_future(channel).result(timeout=30)
         service = Service(pb_grpc.MemoryServiceStub(channel), args.flip, args.seed)
         t = time.perf_counter()
+        # Each scope's lesson is consolidated before the next scope is stored, so every memory gets
+        # the same number in every run (ties of score and relevance are broken by number).
         for conv in conversations:
             run.policy = service.ingest(conv)
-            log(f"ingested {conv.stem}: {len(conv.turns)} turns")
-        for conv in conversations:
             service.wait_for_lesson(conv.scope)
+            log(f"ingested {conv.stem}: {len(conv.turns)} turns")
         run.seconds["ingest"] = time.perf_counter() - t
         run.matched = service.matched
 
