@@ -17,7 +17,7 @@ from slowave.domain.exposure import newly_exposed
 from slowave.domain.identifiers import episode_id, event_id, memory_id, memory_number, new_cursor_id
 from slowave.domain.learning import RETRIEVAL_POLICY_VERSION, cue_key_hash, precise, procedure_learned
 from slowave.domain.learning import ProcedureEvidence as EvidenceCounters
-from slowave.domain.near_duplicates import Mentions, Relation, possible_conflicts, shape, value_terms
+from slowave.domain.near_duplicates import Relation, possible_conflicts, value_terms
 from slowave.domain.procedure_capture import served_caveats
 from slowave.domain.relevance import Cue, SemanticCalibration, admits, lexical_query, statistics_terms, text_relevance
 from slowave.domain.retrieval import (
@@ -345,25 +345,6 @@ def value_mentions(uow: UnitOfWork, tenant: str, scope: str, values: Iterable[st
     wanted = sorted({w for words in words_of.values() for w in words})
     counts = uow.search.term_statistics(tenant, scope, wanted) if wanted else {}
     return {value: min((counts.get(w[:TERM_CHARS], 0) for w in words), default=0) for value, words in words_of.items()}
-
-
-def scope_mentions(uow: UnitOfWork, tenant: str, scope: str, texts: Iterable[str] = ()) -> Mentions:
-    """`value_mentions` asked one value at a time. At the first question the values of all
-    `texts` (a page) are read in one query; any other value once, when asked for."""
-    known: dict[str, int] = {}
-    pending = list(texts)
-
-    def mentions(value: str) -> int:
-        if pending:
-            known.update(
-                value_mentions(uow, tenant, scope, {value, *(v for text in pending for v in shape(text).values)})
-            )
-            pending.clear()
-        if value not in known:
-            known.update(value_mentions(uow, tenant, scope, [value]))
-        return known[value]
-
-    return mentions
 
 
 def _expose(uow: UnitOfWork, retrieval_id: str, targets: list[tuple[str, str]]) -> None:
