@@ -320,3 +320,32 @@ def test_a_longer_occasion_with_the_same_terms_says_less():
     short = "total cost offsit"
     long = short + " " + " ".join(f"filler{i}" for i in range(200))
     assert scorer.occasion_share(term_profile(long)) < scorer.occasion_share(term_profile(short))
+
+
+def test_a_claims_subject_is_the_first_thing_it_names_among_its_opening_words():
+    from slowave.domain.relevance import claim_subject
+
+    assert claim_subject("Caroline: Thanks, Melanie! I painted it last week.") == "caroline"
+    assert claim_subject("The payments-api pins every dependency.") == "payments-api"
+    assert claim_subject("We moved to Redis 7.2 last week.") == "redis"
+    assert claim_subject("Since v2.4 the exporter batches writes.") == "v2.4"
+    assert claim_subject("Priya Raman leads the data team.") == "priya"
+    # A capitalised first word is where a subject stands: an ordinary noun there is the subject.
+    assert claim_subject("Backups of billing-db run nightly.") == "backups"
+    # Stop words and one-letter words are not names; nothing named in the first four words.
+    assert claim_subject("I think we should ask Kafka.") is None
+    assert claim_subject("The") is None
+
+
+def test_about_named_raises_only_what_the_cue_names_as_the_subject():
+    from slowave.domain.relevance import SUBJECT_WEIGHT, Cue
+    from slowave.domain.retrieval import CandidateScoring
+
+    scoring = CandidateScoring.for_cue(Cue("What did Evan tell Sam about hobbies?"), {}, [], None)
+    assert scoring.named == {"evan", "sam"}
+    assert scoring.about_named(0.5, "Evan: keep trying new hobbies.") == 0.5 + SUBJECT_WEIGHT * 0.5
+    assert scoring.about_named(0.5, "Sam: thanks, Evan.") == 0.5 + SUBJECT_WEIGHT * 0.5
+    assert scoring.about_named(0.5, "Melanie: Evan and Sam went hiking.") == 0.5
+    assert scoring.about_named(1.0, "Evan: hobbies.") == 1.0
+    unnamed = CandidateScoring.for_cue(Cue("which hobbies help?"), {}, [], None)
+    assert unnamed.about_named(0.5, "Evan: keep trying new hobbies.") == 0.5

@@ -27,12 +27,15 @@ from slowave.domain.learning import precise
 from slowave.domain.relevance import (
     ADMISSION_THRESHOLD,
     OCCASION_WEIGHT,
+    SUBJECT_WEIGHT,
     Cue,
     CueNames,
     LexicalScorer,
     SemanticCalibration,
     TermProfile,
     admits,
+    claim_subject,
+    cue_names,
     raw_fused_relevance,
 )
 
@@ -77,6 +80,8 @@ class CandidateScoring:
     """With the semantic channel: what the cue names, among the candidates (relevance.CueNames)."""
     calibration: SemanticCalibration | None = None
     periods: tuple[Period, ...] = field(default=())
+    named: frozenset[str] = field(default=frozenset())
+    """What the cue names (relevance.cue_names), for `about_named`."""
 
     @classmethod
     def for_cue(
@@ -88,7 +93,8 @@ class CandidateScoring:
     ) -> CandidateScoring:
         lexical = LexicalScorer.for_cue(cue, doc_counts)
         names = CueNames.among(cue, lexical, [m.content for m in candidates]) if calibration is not None else None
-        return cls(cue, lexical, names, calibration, named_periods(cue.text))
+        named = frozenset(cue_names(cue.primary) + (cue_names(cue.semantic) if cue.semantic else []))
+        return cls(cue, lexical, names, calibration, named_periods(cue.text), named)
 
     def lexical(self, memory: StoredMemory, contained: bool) -> float:
         return self.lexical_scorer.raw_relevance(
@@ -126,8 +132,17 @@ class CandidateScoring:
                 continue
             relevance = precise(relevance)
             if admits(self.cue, relevance, memory.content, n in contained):
-                out[n] = precise(prefer_named_dates(relevance, self.periods, memory.occurred_on))
+                relevance = prefer_named_dates(relevance, self.periods, memory.occurred_on)
+                out[n] = precise(self.about_named(relevance, memory.content))
         return out
+
+    def about_named(self, relevance: float, content: str) -> float:
+        """Relevance raised when the memory is about something the cue names: its subject
+        (relevance.claim_subject) is one of the cue's names. Applied to admitted memories only, so
+        it orders what the cue's words admitted and never admits a memory."""
+        if self.named and relevance < 1.0 and claim_subject(content) in self.named:
+            return relevance + SUBJECT_WEIGHT * (1.0 - relevance)
+        return relevance
 
     def in_occasions(
         self, admitted: dict[int, float], occasion_of: dict[int, int], profiles: dict[int, TermProfile]
