@@ -337,15 +337,26 @@ def test_a_claims_subject_is_the_first_thing_it_names_among_its_opening_words():
     assert claim_subject("The") is None
 
 
-def test_about_named_raises_only_what_the_cue_names_as_the_subject():
-    from slowave.domain.relevance import SUBJECT_WEIGHT, Cue
+def test_about_named_lowers_what_is_not_about_the_names_when_something_is():
+    from types import SimpleNamespace
+
+    from slowave.domain.relevance import ADMISSION_THRESHOLD, SUBJECT_WEIGHT, Cue
     from slowave.domain.retrieval import CandidateScoring
+
+    def memories(*contents):
+        return {i: SimpleNamespace(content=c) for i, c in enumerate(contents)}
 
     scoring = CandidateScoring.for_cue(Cue("What did Evan tell Sam about hobbies?"), {}, [], None)
     assert scoring.named == {"evan", "sam"}
-    assert scoring.about_named(0.5, "Evan: keep trying new hobbies.") == 0.5 + SUBJECT_WEIGHT * 0.5
-    assert scoring.about_named(0.5, "Sam: thanks, Evan.") == 0.5 + SUBJECT_WEIGHT * 0.5
-    assert scoring.about_named(0.5, "Melanie: Evan and Sam went hiking.") == 0.5
-    assert scoring.about_named(1.0, "Evan: hobbies.") == 1.0
+    stored = memories("Evan: keep trying new hobbies.", "Sam: thanks, Evan.", "Melanie: Evan and Sam hike.", "Mel: hi")
+    got = scoring.about_named({0: 0.6, 1: 0.7, 2: 0.9, 3: 0.4}, stored)
+    # Memories about Evan or Sam keep their relevance; the others lack 1 / (1 - w) times more, down to
+    # the admission threshold and never below it.
+    assert got[0] == 0.6 and got[1] == 0.7
+    assert got[2] == pytest.approx(1 - 0.1 / (1 - SUBJECT_WEIGHT), abs=1e-6)
+    assert got[3] == ADMISSION_THRESHOLD
+    # A verbatim match (relevance 1) keeps it; nothing changes when no memory is about a name.
+    assert scoring.about_named({2: 1.0, 0: 0.5}, stored)[2] == 1.0
+    assert scoring.about_named({2: 0.9, 3: 0.5}, stored) == {2: 0.9, 3: 0.5}
     unnamed = CandidateScoring.for_cue(Cue("which hobbies help?"), {}, [], None)
-    assert unnamed.about_named(0.5, "Evan: keep trying new hobbies.") == 0.5
+    assert unnamed.about_named({0: 0.6, 2: 0.9}, stored) == {0: 0.6, 2: 0.9}

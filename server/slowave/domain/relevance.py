@@ -153,12 +153,13 @@ OCCASION_WEIGHT = 0.4
 # Occasions differ in length far more than claims do: Lucene's usual normalisation.
 OCCASION_B = 0.75
 # What a claim is about: the first thing it names among its opening words (`claim_subject`). When the
-# cue names it too, the claim is about what the cue asks, not one that mentions it in passing
-# (`Evan: keep trying new things` for "What advice did Evan give Sam?", over `Sam: Thanks, Evan`;
-# `billing-db backups run nightly` over `orders-db replicates into billing-db`). An admitted memory
-# so named fills SUBJECT_WEIGHT of what its relevance lacks of 1 (CandidateScoring.about_named).
-# Measured on the conversational benchmark by reranking the service's first 50 memories:
-# evidence@1 +0.04, evidence@10 +0.01, flat for weights 0.3-0.5.
+# cue names it, the claim is about what the cue asks, not one that mentions it in passing
+# (`Evan: keep trying new things` for "What advice did Evan give Sam?", over `Melanie: Evan said…`;
+# `billing-db backups run nightly` over `orders-db replicates into billing-db`). When some admitted
+# memories are about what the cue names, what the others lack of 1 grows by 1 / (1 - SUBJECT_WEIGHT),
+# down to the admission threshold (CandidateScoring.about_named). Measured on the conversational
+# benchmark by reranking the service's first 50 memories: evidence@1 +0.04, evidence@10 +0.01, flat
+# for weights 0.3-0.5.
 SUBJECT_WORDS = 4
 SUBJECT_WEIGHT = 0.4
 

@@ -132,17 +132,29 @@ class CandidateScoring:
                 continue
             relevance = precise(relevance)
             if admits(self.cue, relevance, memory.content, n in contained):
-                relevance = prefer_named_dates(relevance, self.periods, memory.occurred_on)
-                out[n] = precise(self.about_named(relevance, memory.content))
-        return out
+                out[n] = precise(prefer_named_dates(relevance, self.periods, memory.occurred_on))
+        return self.about_named(out, memories)
 
-    def about_named(self, relevance: float, content: str) -> float:
-        """Relevance raised when the memory is about something the cue names: its subject
-        (relevance.claim_subject) is one of the cue's names. Applied to admitted memories only, so
-        it orders what the cue's words admitted and never admits a memory."""
-        if self.named and relevance < 1.0 and claim_subject(content) in self.named:
-            return relevance + SUBJECT_WEIGHT * (1.0 - relevance)
-        return relevance
+    def about_named(self, admitted: dict[int, float], memories: dict[int, StoredMemory]) -> dict[int, float]:
+        """Relevance lowered for the admitted memories that are not about what the cue names, when
+        some are: a memory is about what it names first (relevance.claim_subject), and one that
+        only mentions what the question asks about answers it less well than its words suggest.
+        What a memory lacks of 1 grows by 1 / (1 - SUBJECT_WEIGHT), down to the admission threshold,
+        so the rule never admits nor drops a memory, and the memories the cue is about keep their
+        relevance — and the gaps between them, against which a learned adjustment is weighed."""
+        if not self.named:
+            return admitted
+        about = {n for n in admitted if claim_subject(memories[n].content) in self.named}
+        if not about:
+            return admitted
+        out = {}
+        for n, relevance in admitted.items():
+            if n not in about:
+                lowered = max(ADMISSION_THRESHOLD, 1.0 - (1.0 - relevance) / (1.0 - SUBJECT_WEIGHT))
+                if lowered < relevance:
+                    relevance = precise(lowered)
+            out[n] = relevance
+        return out
 
     def in_occasions(
         self, admitted: dict[int, float], occasion_of: dict[int, int], profiles: dict[int, TermProfile]
