@@ -320,3 +320,43 @@ def test_a_longer_occasion_with_the_same_terms_says_less():
     short = "total cost offsit"
     long = short + " " + " ".join(f"filler{i}" for i in range(200))
     assert scorer.occasion_share(term_profile(long)) < scorer.occasion_share(term_profile(short))
+
+
+def test_a_claims_subject_is_the_first_thing_it_names_among_its_opening_words():
+    from slowave.domain.relevance import claim_subject
+
+    assert claim_subject("Caroline: Thanks, Melanie! I painted it last week.") == "caroline"
+    assert claim_subject("The payments-api pins every dependency.") == "payments-api"
+    assert claim_subject("We moved to Redis 7.2 last week.") == "redis"
+    assert claim_subject("Since v2.4 the exporter batches writes.") == "v2.4"
+    assert claim_subject("Priya Raman leads the data team.") == "priya"
+    # A capitalised first word is where a subject stands: an ordinary noun there is the subject.
+    assert claim_subject("Backups of billing-db run nightly.") == "backups"
+    # Stop words and one-letter words are not names; nothing named in the first four words.
+    assert claim_subject("I think we should ask Kafka.") is None
+    assert claim_subject("The") is None
+
+
+def test_about_named_lowers_what_is_not_about_the_names_when_something_is():
+    from types import SimpleNamespace
+
+    from slowave.domain.relevance import ADMISSION_THRESHOLD, SUBJECT_WEIGHT, Cue
+    from slowave.domain.retrieval import CandidateScoring
+
+    def memories(*contents):
+        return {i: SimpleNamespace(content=c) for i, c in enumerate(contents)}
+
+    scoring = CandidateScoring.for_cue(Cue("What did Evan tell Sam about hobbies?"), {}, [], None)
+    assert scoring.named == {"evan", "sam"}
+    stored = memories("Evan: keep trying new hobbies.", "Sam: thanks, Evan.", "Melanie: Evan and Sam hike.", "Mel: hi")
+    got = scoring.about_named({0: 0.6, 1: 0.7, 2: 0.9, 3: 0.4}, stored)
+    # Memories about Evan or Sam keep their relevance; the others lack 1 / (1 - w) times more, down to
+    # the admission threshold and never below it.
+    assert got[0] == 0.6 and got[1] == 0.7
+    assert got[2] == pytest.approx(1 - 0.1 / (1 - SUBJECT_WEIGHT), abs=1e-6)
+    assert got[3] == ADMISSION_THRESHOLD
+    # A verbatim match (relevance 1) keeps it; nothing changes when no memory is about a name.
+    assert scoring.about_named({2: 1.0, 0: 0.5}, stored)[2] == 1.0
+    assert scoring.about_named({2: 0.9, 3: 0.5}, stored) == {2: 0.9, 3: 0.5}
+    unnamed = CandidateScoring.for_cue(Cue("which hobbies help?"), {}, [], None)
+    assert unnamed.about_named({0: 0.6, 2: 0.9}, stored) == {0: 0.6, 2: 0.9}

@@ -35,9 +35,10 @@ PROCEDURE_FAILURE_TERM = -0.03
 # A change of any constant above, or of how relevance is computed, must change this label (spec
 # 12.1). v3: semantic evidence follows what the cue names (relevance.CueNames). v4: BM25 over
 # stemmed terms without stop words (domain.terms), session context, names, dates. learned(cue…):
-# evidence per cue, carried by cue similarity (behaviour §12.1 revised 2026-12).
+# evidence per cue, carried by cue similarity (behaviour §12.1 revised 2026-12). v5: occasions.
+# v6: what a claim is about (relevance.claim_subject).
 RETRIEVAL_POLICY_VERSION = (
-    "v5(bm25,snowball-en+stop-v1,context2,occasion(64,0.4))"
+    "v6(bm25,snowball-en+stop-v1,context2,occasion(64,0.4),subject(4,0.4))"
     f"+learned(cue,step={MEMORY_STEP},bound={MEMORY_BOUND},tau={CUE_SIMILARITY_THRESHOLD},"
     f"B={GLOBAL_SHARE},k={GLOBAL_PRIOR_CUES},cues={COMPARED_CUES})"
 )

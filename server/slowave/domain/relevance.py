@@ -152,6 +152,16 @@ OCCASION_CLAIMS = 64
 OCCASION_WEIGHT = 0.4
 # Occasions differ in length far more than claims do: Lucene's usual normalisation.
 OCCASION_B = 0.75
+# What a claim is about: the first thing it names among its opening words (`claim_subject`). When the
+# cue names it, the claim is about what the cue asks, not one that mentions it in passing
+# (`Evan: keep trying new things` for "What advice did Evan give Sam?", over `Melanie: Evan said…`;
+# `billing-db backups run nightly` over `orders-db replicates into billing-db`). When some admitted
+# memories are about what the cue names, what the others lack of 1 grows by 1 / (1 - SUBJECT_WEIGHT),
+# down to the admission threshold (CandidateScoring.about_named). Measured on the conversational
+# benchmark by reranking the service's first 50 memories: evidence@1 +0.04, evidence@10 +0.01, flat
+# for weights 0.3-0.5.
+SUBJECT_WORDS = 4
+SUBJECT_WEIGHT = 0.4
 
 
 def session_context(previous_claims: list[str]) -> str | None:
@@ -355,6 +365,23 @@ def cue_names(text: str) -> list[str]:
         if joined or any(c.isdigit() for c in span) or (i > 0 and len(span) > 1 and span[0].isupper()):
             names.append(span.casefold())
     return names
+
+
+def claim_subject(content: str) -> str | None:
+    """The first name-like span among the claim's first SUBJECT_WORDS words, case-folded: an
+    identifier joined by - . / : _, a word with a digit, or a capitalised word of two letters or
+    more that is not a stop word (a claim's first word counts: it is where its subject stands)."""
+    for i, match in enumerate(_SPAN.finditer(content)):
+        if i >= SUBJECT_WORDS:
+            break
+        span = match.group(0)
+        if (
+            not span.isalnum()
+            or any(c.isdigit() for c in span)
+            or (len(span) > 1 and span[0].isupper() and terms(span))
+        ):
+            return span.casefold()
+    return None
 
 
 def mentions(folded_text: str, name: str) -> bool:

@@ -27,12 +27,15 @@ from slowave.domain.learning import precise
 from slowave.domain.relevance import (
     ADMISSION_THRESHOLD,
     OCCASION_WEIGHT,
+    SUBJECT_WEIGHT,
     Cue,
     CueNames,
     LexicalScorer,
     SemanticCalibration,
     TermProfile,
     admits,
+    claim_subject,
+    cue_names,
     raw_fused_relevance,
 )
 
@@ -77,6 +80,8 @@ class CandidateScoring:
     """With the semantic channel: what the cue names, among the candidates (relevance.CueNames)."""
     calibration: SemanticCalibration | None = None
     periods: tuple[Period, ...] = field(default=())
+    named: frozenset[str] = field(default=frozenset())
+    """What the cue names (relevance.cue_names), for `about_named`."""
 
     @classmethod
     def for_cue(
@@ -88,7 +93,8 @@ class CandidateScoring:
     ) -> CandidateScoring:
         lexical = LexicalScorer.for_cue(cue, doc_counts)
         names = CueNames.among(cue, lexical, [m.content for m in candidates]) if calibration is not None else None
-        return cls(cue, lexical, names, calibration, named_periods(cue.text))
+        named = frozenset(cue_names(cue.primary) + (cue_names(cue.semantic) if cue.semantic else []))
+        return cls(cue, lexical, names, calibration, named_periods(cue.text), named)
 
     def lexical(self, memory: StoredMemory, contained: bool) -> float:
         return self.lexical_scorer.raw_relevance(
@@ -127,6 +133,27 @@ class CandidateScoring:
             relevance = precise(relevance)
             if admits(self.cue, relevance, memory.content, n in contained):
                 out[n] = precise(prefer_named_dates(relevance, self.periods, memory.occurred_on))
+        return self.about_named(out, memories)
+
+    def about_named(self, admitted: dict[int, float], memories: dict[int, StoredMemory]) -> dict[int, float]:
+        """Relevance lowered for the admitted memories that are not about what the cue names, when
+        some are: a memory is about what it names first (relevance.claim_subject), and one that
+        only mentions what the question asks about answers it less well than its words suggest.
+        What a memory lacks of 1 grows by 1 / (1 - SUBJECT_WEIGHT), down to the admission threshold,
+        so the rule never admits nor drops a memory, and the memories the cue is about keep their
+        relevance — and the gaps between them, against which a learned adjustment is weighed."""
+        if not self.named:
+            return admitted
+        about = {n for n in admitted if claim_subject(memories[n].content) in self.named}
+        if not about:
+            return admitted
+        out = {}
+        for n, relevance in admitted.items():
+            if n not in about:
+                lowered = max(ADMISSION_THRESHOLD, 1.0 - (1.0 - relevance) / (1.0 - SUBJECT_WEIGHT))
+                if lowered < relevance:
+                    relevance = precise(lowered)
+            out[n] = relevance
         return out
 
     def in_occasions(
