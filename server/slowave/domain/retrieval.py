@@ -7,8 +7,9 @@ this module does I/O. The pieces, in the order a retrieval applies them:
 * `CandidateScoring` — relevance of the candidates: lexical (relevance.LexicalScorer) fused with
   the semantic channel's evidence when it is on (relevance.fused_relevance, the names rule; in full
   only where no candidate matches the cue's words), the admission test (threshold or floor), then
-  the preference for memories that occurred on a date the cue names (domain.dates), then the
-  evidence of each admitted memory's occasion (`in_occasions`).
+  the preference for memories that occurred on a date the cue names (domain.dates), then what
+  each admitted memory is about (`about_named`), then the evidence of each admitted memory's
+  occasion (`in_occasions`).
 * supersession (domain.supersession): an admitted memory retired as `superseded` is represented
   by its active replacement (pathway `redirect`), never twice.
 * `rank` — score = relevance + learned; order by score, relevance, memory number.
