@@ -9,6 +9,7 @@ import sys
 
 from sqlalchemy import update
 
+from slowave.domain.learning import GLOBAL_SHARE as B
 from slowave.storage import tables as t
 from tests.support import activate, assess_all, commit, pb, res, seed_memories, used
 
@@ -235,13 +236,13 @@ def test_s71_irrelevant_for_one_cue_moves_a_dissimilar_cue_only_by_the_global_te
     for _ in range(3):
         _assess(stub, scope, Q1, a, _irrelevant(a))
     assert _learned_for(stub, scope, Q1, a)[0] == -0.15
-    assert _learned_for(stub, scope, Q2, a)[0] == -0.016667  # B × (0 − 1) / (0 + 1 + 5)
+    assert _learned_for(stub, scope, Q2, a)[0] == round(-B / 6, 6)  # B × (0 − 1) / (0 + 1 + 5)
     # A later `used` under Q2 lowers A's learned for no cue.
     before = {q: _learned_for(stub, scope, q, a)[0] for q in (Q1, Q2, Q1_SIMILAR)}
     _assess(stub, scope, Q2, a, used(a))
     after = {q: _learned_for(stub, scope, q, a)[0] for q in (Q1, Q2, Q1_SIMILAR)}
     assert all(after[q] >= before[q] for q in before), (before, after)
-    assert after[Q2] == round(0.05 - 0.1 / 6, 6) and after[Q1] == round(-0.15 + 0.1 / 6, 6)
+    assert after[Q2] == round(0.05 - B / 6, 6) and after[Q1] == round(-0.15 + B / 6, 6)
 
 
 def test_s72_used_carries_to_a_similar_cue_by_its_similarity(stub, scope):
@@ -250,11 +251,11 @@ def test_s72_used_carries_to_a_similar_cue_by_its_similarity(stub, scope):
         _assess(stub, scope, Q1, a, used(a))
     k = (5 / 6 - 0.2) / (1 - 0.2)  # Jaccard 5/6: Q1_SIMILAR has Q1's five terms and one more
     learned, r = _learned_for(stub, scope, Q1_SIMILAR, a)
-    assert learned == round(k * 0.10 + 0.10 * 1 / 6, 6)
+    assert learned == round(k * 0.10 + B * 1 / 6, 6)
     assert _ranking(r, b).learned == 0.0 and _ranking(r, a).relevance == _ranking(r, b).relevance
     ids = [m.memory_id for m in r.memories]
     assert ids.index(a) < ids.index(b)
-    assert _learned_for(stub, scope, Q2, a)[0] == round(0.10 / 6, 6)  # a dissimilar cue: the global term only
+    assert _learned_for(stub, scope, Q2, a)[0] == round(B / 6, 6)  # a dissimilar cue: the global term only
 
 
 def test_l2b_monotone_for_every_cue_over_a_mixed_sequence(stub, scope):

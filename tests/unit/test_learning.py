@@ -16,7 +16,7 @@ from slowave.domain.terms import terms
 def test_default_constants():
     assert L.MEMORY_STEP == 0.05
     assert L.MEMORY_BOUND == 0.25
-    assert (L.CUE_SIMILARITY_THRESHOLD, L.GLOBAL_SHARE, L.GLOBAL_PRIOR_CUES, L.COMPARED_CUES) == (0.2, 0.10, 5, 64)
+    assert (L.CUE_SIMILARITY_THRESHOLD, L.GLOBAL_SHARE, L.GLOBAL_PRIOR_CUES, L.COMPARED_CUES) == (0.2, 0.01, 5, 64)
     assert (L.PROCEDURE_HELPED_STEP, L.PROCEDURE_HELPED_CAP) == (0.03, 0.09)
     assert (L.PROCEDURE_HARMED_STEP, L.PROCEDURE_HARMED_CAP) == (0.06, 0.18)
     assert L.PROCEDURE_OUTCOME_TERMS == {("success", "verified"): 0.015, ("success", "partially_verified"): 0.0075}
@@ -26,7 +26,7 @@ def test_default_constants():
 
 def test_policy_version_names_the_learning_constants():
     """A change of a learning constant must change the label: the label carries them."""
-    for value in ("step=0.05", "bound=0.25", "tau=0.2", "B=0.1", "k=5", "cues=64"):
+    for value in ("step=0.05", "bound=0.25", "tau=0.2", "B=0.01", "k=5", "cues=64"):
         assert value in L.RETRIEVAL_POLICY_VERSION
 
 
@@ -138,7 +138,7 @@ def test_scenario_71_irrelevant_under_one_cue_moves_a_dissimilar_cue_only_by_the
     under_q1 = L.MemoryEvidence(-3, (), 0, 1)
     assert L.learned_for_cue(under_q1, Q1) == -0.15
     seen_from_q2 = L.MemoryEvidence(0, (L.CueUnits(-3, Q1),), 0, 1)
-    assert L.learned_for_cue(seen_from_q2, Q2) == -0.016667  # B × (0 − 1) / (0 + 1 + 5)
+    assert L.learned_for_cue(seen_from_q2, Q2) == round(-L.GLOBAL_SHARE / 6, 6)  # B × (0 − 1) / (0 + 1 + 5)
 
 
 def test_scenario_72_used_carries_to_a_similar_cue_by_its_similarity():
@@ -146,12 +146,14 @@ def test_scenario_72_used_carries_to_a_similar_cue_by_its_similarity():
     k = L.cue_similarity(q1_prime, Q1)
     assert 0 < k < 1
     evidence = L.MemoryEvidence(0, (L.CueUnits(2, Q1),), 1, 0)
-    assert L.learned_for_cue(evidence, q1_prime) == round(k * 0.10 + 0.10 * 1 / 6, 6)
+    assert L.learned_for_cue(evidence, q1_prime) == round(k * 0.10 + L.GLOBAL_SHARE * 1 / 6, 6)
 
 
 def test_support_and_objection_are_the_strongest_not_the_sum():
     many = tuple(L.CueUnits(1, frozenset({"x", "y"})) for _ in range(10))
-    assert L.learned_for_cue(L.MemoryEvidence(0, many, 10, 0), frozenset({"x", "y"})) == round(0.05 + 0.1 * 10 / 15, 6)
+    assert L.learned_for_cue(L.MemoryEvidence(0, many, 10, 0), frozenset({"x", "y"})) == round(
+        0.05 + L.GLOBAL_SHARE * 10 / 15, 6
+    )
 
 
 def test_bounds_hold_for_any_evidence():

@@ -360,3 +360,26 @@ def test_about_named_lowers_what_is_not_about_the_names_when_something_is():
     assert scoring.about_named({2: 0.9, 3: 0.5}, stored) == {2: 0.9, 3: 0.5}
     unnamed = CandidateScoring.for_cue(Cue("which hobbies help?"), {}, [], None)
     assert unnamed.about_named({0: 0.6, 2: 0.9}, stored) == {0: 0.6, 2: 0.9}
+
+
+def test_a_memory_asks_when_it_ends_with_a_question_mark():
+    from slowave.domain import relevance as R
+
+    assert R.asks("What other hobbies have you found?")
+    assert R.asks("Should billing-db move to Postgres 16?  ")
+    assert not R.asks("Is it done? Yes, since Friday.")
+    assert not R.asks("billing-db moved to Postgres 16.")
+
+
+def test_asking_lowered_grows_the_lack_of_asking_memories_down_to_the_threshold():
+    from types import SimpleNamespace
+
+    from slowave.domain import relevance as R
+
+    contents = {1: "Which port does search-api use?", 2: "search-api listens on 9000.", 3: "Why?"}
+    memories = {n: SimpleNamespace(content=c) for n, c in contents.items()}
+    out = CandidateScoring.asking_lowered({1: 0.8, 2: 0.8, 3: 0.4}, memories)
+    assert out[2] == 0.8
+    assert out[1] == pytest.approx(1 - 0.2 / (1 - R.ASKING_WEIGHT), abs=1e-6)
+    assert out[3] == ADMISSION_THRESHOLD  # lowered to the threshold, never below it
+    assert CandidateScoring.asking_lowered({1: 1.0}, memories) == {1: 1.0}  # verbatim: certain

@@ -21,7 +21,9 @@ from slowave.domain.text import normalize_claim
 MEMORY_STEP = 0.05
 MEMORY_BOUND = 0.25
 CUE_SIMILARITY_THRESHOLD = 0.2  # tau: cues sharing fewer terms than this carry nothing to each other
-GLOBAL_SHARE = 0.10  # B: the part of the evidence that follows the memory to any cue
+# B: the part of the evidence that follows the memory to any cue. The contract's default 0.10 lowered the
+# questions that got no feedback on the conversational benchmark (docs/learning.md, "The global term").
+GLOBAL_SHARE = 0.01
 GLOBAL_PRIOR_CUES = 5  # k: distinct cues it takes for the global term to approach B
 COMPARED_CUES = 64  # the most recently assessed distinct cues of a memory that a new cue is compared with
 PROCEDURE_HELPED_STEP, PROCEDURE_HELPED_CAP = 0.03, 0.09
@@ -36,9 +38,9 @@ PROCEDURE_FAILURE_TERM = -0.03
 # 12.1). v3: semantic evidence follows what the cue names (relevance.CueNames). v4: BM25 over
 # stemmed terms without stop words (domain.terms), session context, names, dates. learned(cue…):
 # evidence per cue, carried by cue similarity (behaviour §12.1 revised 2026-12). v5: occasions.
-# v6: what a claim is about (relevance.claim_subject).
+# v6: what a claim is about (relevance.claim_subject). v7: memories that ask (relevance.asks); B 0.10 -> 0.01.
 RETRIEVAL_POLICY_VERSION = (
-    "v6(bm25,snowball-en+stop-v1,context2,occasion(64,0.4),subject(4,0.4))"
+    "v7(bm25,snowball-en+stop-v1,context2,occasion(64,0.4),subject(4,0.4),asks(0.3))"
     f"+learned(cue,step={MEMORY_STEP},bound={MEMORY_BOUND},tau={CUE_SIMILARITY_THRESHOLD},"
     f"B={GLOBAL_SHARE},k={GLOBAL_PRIOR_CUES},cues={COMPARED_CUES})"
 )

@@ -27,6 +27,7 @@ from slowave.domain.dates import Period, date_words, named_periods, prefer_named
 from slowave.domain.learning import precise
 from slowave.domain.relevance import (
     ADMISSION_THRESHOLD,
+    ASKING_WEIGHT,
     OCCASION_WEIGHT,
     SUBJECT_WEIGHT,
     Cue,
@@ -35,6 +36,7 @@ from slowave.domain.relevance import (
     SemanticCalibration,
     TermProfile,
     admits,
+    asks,
     claim_subject,
     cue_names,
     raw_fused_relevance,
@@ -134,7 +136,22 @@ class CandidateScoring:
             relevance = precise(relevance)
             if admits(self.cue, relevance, memory.content, n in contained):
                 out[n] = precise(prefer_named_dates(relevance, self.periods, memory.occurred_on))
-        return self.about_named(out, memories)
+        return self.asking_lowered(self.about_named(out, memories), memories)
+
+    @staticmethod
+    def asking_lowered(admitted: dict[int, float], memories: dict[int, StoredMemory]) -> dict[int, float]:
+        """Relevance lowered for the admitted memories that ask rather than tell (relevance.asks): a
+        stored question holds the words of what it asks about but not the answer, which the claims
+        around it hold. What such a memory lacks of 1 grows by 1 / (1 - ASKING_WEIGHT), down to the
+        admission threshold, as in `about_named`: the rule never admits nor drops a memory."""
+        out = {}
+        for n, relevance in admitted.items():
+            if relevance < 1.0 and asks(memories[n].content):
+                lowered = max(ADMISSION_THRESHOLD, 1.0 - (1.0 - relevance) / (1.0 - ASKING_WEIGHT))
+                if lowered < relevance:
+                    relevance = precise(lowered)
+            out[n] = relevance
+        return out
 
     def about_named(self, admitted: dict[int, float], memories: dict[int, StoredMemory]) -> dict[int, float]:
         """Relevance lowered for the admitted memories that are not about what the cue names, when
