@@ -66,6 +66,12 @@ def hybrid_server(tmp_path_factory: pytest.TempPathFactory) -> Server:
     srv.stop()
 
 
+@pytest.fixture(params=["lexical", "hybrid"])
+def any_server(request: pytest.FixtureRequest) -> Server:
+    """Each retrieval rule's test runs on the lexical channel and on the defaults' hybrid one."""
+    return request.getfixturevalue("server" if request.param == "lexical" else "hybrid_server")
+
+
 @pytest.fixture
 def stub(server: Server):
     return server.stub

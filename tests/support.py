@@ -249,6 +249,19 @@ def seed_memories(
     return ids
 
 
+def remember_alone(stub: pb_grpc.MemoryServiceStub, scope: str, content: str) -> str:
+    """Remembers one claim in a session of its own (no session context, a one-claim occasion), left
+    open: a commit would consolidate a lesson into the scope in the background, moving the term
+    statistics while a test reads relevance. Returns the memory id."""
+    a = activate(stub, scope, task="taking notes", initial_goal="notes")
+    return remember(stub, a.session_id, scope, content).memory_id
+
+
+def relevance_by_content(stub: pb_grpc.MemoryServiceStub, scope: str, question: str) -> dict[str, float]:
+    """The first page (10) of an Activate for `question`: content -> relevance, in ranked order."""
+    return {m.content: m.ranking.relevance for m in activate(stub, scope, task=question, page_size=10).memories}
+
+
 def used(memory_id: str, **kw: Any) -> pb.MemoryFeedbackEntry:
     return pb.MemoryFeedbackEntry(memory_id=memory_id, assessment=pb.MEMORY_ASSESSMENT_USED, **kw)
 

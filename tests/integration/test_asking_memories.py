@@ -9,40 +9,17 @@ from __future__ import annotations
 import pytest
 
 from slowave.domain.relevance import ADMISSION_THRESHOLD, ASKING_WEIGHT
-from tests.support import activate, pb, res
-
-
-@pytest.fixture(params=["lexical", "hybrid"])
-def any_server(request):
-    return request.getfixturevalue("server" if request.param == "lexical" else "hybrid_server")
-
-
-def _store_alone(stub, scope: str, content: str) -> str:
-    """One claim in a session of its own, left open (a commit would consolidate a lesson into the
-    scope in the background, moving the term statistics while the test reads them)."""
-    a = activate(stub, scope, task="taking notes", initial_goal="notes")
-    r = stub.Remember(
-        pb.RememberRequest(
-            session_id=a.session_id, scope=scope, memories=[pb.RememberItem(content=content, type=res.MEMORY_TYPE_FACT)]
-        ),
-        timeout=30,
-    )
-    return r.batch.results[0].data.memory_id
-
-
-def _ranked(stub, scope: str, question: str) -> dict[str, float]:
-    return {m.content: m.ranking.relevance for m in activate(stub, scope, task=question, page_size=10).memories}
+from tests.support import relevance_by_content, remember_alone
 
 
 def test_a_memory_that_tells_outranks_one_that_asks_with_the_same_words(any_server, scope):
-    stub = any_server.stub
-    _store_alone(stub, scope, "Which retry budget does ledger-worker use for webhook deliveries?")
-    _store_alone(stub, scope, "ledger-worker uses a retry budget of 5 for webhook deliveries.")
-    ranked = _ranked(stub, scope, "retry budget of ledger-worker for webhook deliveries")
-    order = list(ranked)
-    assert order[0] == "ledger-worker uses a retry budget of 5 for webhook deliveries.", ranked
-    asking = ranked["Which retry budget does ledger-worker use for webhook deliveries?"]
-    telling = ranked["ledger-worker uses a retry budget of 5 for webhook deliveries."]
+    asking_claim = "Which retry budget does ledger-worker use for webhook deliveries?"
+    telling_claim = "ledger-worker uses a retry budget of 5 for webhook deliveries."
+    for content in (asking_claim, telling_claim):  # the question first: it would win the tie
+        remember_alone(any_server.stub, scope, content)
+    ranked = relevance_by_content(any_server.stub, scope, "retry budget of ledger-worker for webhook deliveries")
+    assert next(iter(ranked)) == telling_claim, ranked
+    asking, telling = ranked[asking_claim], ranked[telling_claim]
     assert ADMISSION_THRESHOLD <= asking < telling
 
 
@@ -51,9 +28,9 @@ def test_the_rule_grows_what_an_asking_memory_lacks_by_its_weight(server, scope)
     # statement lacks, grown by 1 / (1 - ASKING_WEIGHT) (each one's occasion then fills the same
     # share of either lack, which keeps the ratio), and it stays admitted.
     stub = server.stub
-    _store_alone(stub, scope, "Does the nightly export include archived tenants?")
-    _store_alone(stub, scope, "The nightly export includes archived tenants.")
-    ranked = _ranked(stub, scope, "nightly export of archived tenants")
+    remember_alone(stub, scope, "Does the nightly export include archived tenants?")
+    remember_alone(stub, scope, "The nightly export includes archived tenants.")
+    ranked = relevance_by_content(stub, scope, "nightly export of archived tenants")
     telling = ranked["The nightly export includes archived tenants."]
     asking = ranked["Does the nightly export include archived tenants?"]
     assert ADMISSION_THRESHOLD <= asking < telling < 1.0, ranked
@@ -62,6 +39,6 @@ def test_the_rule_grows_what_an_asking_memory_lacks_by_its_weight(server, scope)
 
 def test_a_question_the_cue_contains_verbatim_keeps_full_relevance(server, scope):
     stub = server.stub
-    _store_alone(stub, scope, "Should billing-db move to Postgres 16?")
-    ranked = _ranked(stub, scope, "Decide: should billing-db move to Postgres 16? Check the notes.")
+    remember_alone(stub, scope, "Should billing-db move to Postgres 16?")
+    ranked = relevance_by_content(stub, scope, "Decide: should billing-db move to Postgres 16? Check the notes.")
     assert ranked["Should billing-db move to Postgres 16?"] == 1.0

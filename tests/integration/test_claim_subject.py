@@ -6,38 +6,14 @@ the memory about what the cue names keeps its relevance and the other loses some
 
 from __future__ import annotations
 
-import pytest
-
-from tests.support import activate, pb, res
-
-
-@pytest.fixture(params=["lexical", "hybrid"])
-def any_server(request):
-    return request.getfixturevalue("server" if request.param == "lexical" else "hybrid_server")
-
-
-def _store_alone(stub, scope: str, content: str) -> str:
-    """Remembers one claim in a session of its own, left open: a commit would consolidate a lesson
-    into the scope in the background, moving the term statistics while the test reads them."""
-    a = activate(stub, scope, task="taking notes", initial_goal="notes")
-    r = stub.Remember(
-        pb.RememberRequest(
-            session_id=a.session_id, scope=scope, memories=[pb.RememberItem(content=content, type=res.MEMORY_TYPE_FACT)]
-        ),
-        timeout=30,
-    )
-    return r.batch.results[0].data.memory_id
-
-
-def _ranked(stub, scope: str, question: str) -> dict[str, float]:
-    return {m.content: m.ranking.relevance for m in activate(stub, scope, task=question, page_size=10).memories}
+from tests.support import relevance_by_content, remember_alone
 
 
 def test_the_memory_about_what_the_cue_names_ranks_first(any_server, scope):
     stub = any_server.stub
-    _store_alone(stub, scope, "Priya reviewed the rollout plan with Jonas.")
-    _store_alone(stub, scope, "Jonas reviewed the rollout plan with Priya.")
-    ranked = _ranked(stub, scope, "Which rollout plan did Jonas review?")
+    remember_alone(stub, scope, "Priya reviewed the rollout plan with Jonas.")
+    remember_alone(stub, scope, "Jonas reviewed the rollout plan with Priya.")
+    ranked = relevance_by_content(stub, scope, "Which rollout plan did Jonas review?")
     order = list(ranked)
     assert order[0] == "Jonas reviewed the rollout plan with Priya.", ranked
     assert ranked["Jonas reviewed the rollout plan with Priya."] > ranked["Priya reviewed the rollout plan with Jonas."]
@@ -47,17 +23,17 @@ def test_a_speaker_the_cue_names_is_what_a_turn_is_about(any_server, scope):
     # A conversation stored turn by turn as "<speaker>: <text>": the turn by the person asked about
     # outranks the one that only addresses them.
     stub = any_server.stub
-    _store_alone(stub, scope, "Sam: Thanks Evan, I will keep trying new hobbies.")
-    _store_alone(stub, scope, "Evan: Sam, keep trying new hobbies until one sticks.")
-    order = list(_ranked(stub, scope, "What did Evan say about trying new hobbies?"))
+    remember_alone(stub, scope, "Sam: Thanks Evan, I will keep trying new hobbies.")
+    remember_alone(stub, scope, "Evan: Sam, keep trying new hobbies until one sticks.")
+    order = list(relevance_by_content(stub, scope, "What did Evan say about trying new hobbies?"))
     assert order[0].startswith("Evan:"), order
 
 
 def test_an_identifier_opening_a_claim_is_its_subject(any_server, scope):
     stub = any_server.stub
-    _store_alone(stub, scope, "orders-db replicates nightly into billing-db.")
-    _store_alone(stub, scope, "billing-db replicates nightly into orders-db.")
-    order = list(_ranked(stub, scope, "How does billing-db replicate?"))
+    remember_alone(stub, scope, "orders-db replicates nightly into billing-db.")
+    remember_alone(stub, scope, "billing-db replicates nightly into orders-db.")
+    order = list(relevance_by_content(stub, scope, "How does billing-db replicate?"))
     assert order[0] == "billing-db replicates nightly into orders-db.", order
 
 
@@ -67,9 +43,11 @@ def test_being_about_what_the_cue_names_never_admits_a_memory(server, scope):
     # words admitted, nothing more.
     stub = server.stub
     for content in ("Jonas likes green tea.", "Jonas joined in May.", "Jonas prefers morning meetings."):
-        _store_alone(stub, scope, content)
-    _store_alone(stub, scope, "Priya reviewed the rollout plan for the checkout migration.")
-    ranked = _ranked(stub, scope, "Which rollout plan for the checkout migration did Jonas review last sprint?")
+        remember_alone(stub, scope, content)
+    remember_alone(stub, scope, "Priya reviewed the rollout plan for the checkout migration.")
+    ranked = relevance_by_content(
+        stub, scope, "Which rollout plan for the checkout migration did Jonas review last sprint?"
+    )
     assert "Priya reviewed the rollout plan for the checkout migration." in ranked, ranked
     assert not any(c.startswith("Jonas") for c in ranked), ranked
 
@@ -79,18 +57,18 @@ def test_a_memory_not_about_what_the_cue_names_stays_admitted(server, scope):
     # (Lexical channel: the weak match is admitted on its words at about 0.65 and lowered to 0.41;
     # the floor itself is checked in tests/unit/test_relevance.py.)
     stub = server.stub
-    _store_alone(stub, scope, "Jonas reviewed the rollout plan for the checkout migration.")
-    _store_alone(stub, scope, "Priya wrote the rollout plan.")
+    remember_alone(stub, scope, "Jonas reviewed the rollout plan for the checkout migration.")
+    remember_alone(stub, scope, "Priya wrote the rollout plan.")
     for filler in ("The office closes at six.", "Lunch is served at noon."):
-        _store_alone(stub, scope, filler)
-    ranked = _ranked(stub, scope, "Which rollout plan for the checkout migration did Jonas review?")
+        remember_alone(stub, scope, filler)
+    ranked = relevance_by_content(stub, scope, "Which rollout plan for the checkout migration did Jonas review?")
     assert list(ranked)[0].startswith("Jonas"), ranked
     assert ranked["Priya wrote the rollout plan."] >= 0.35, ranked
 
 
 def test_a_verbatim_memory_keeps_full_relevance_when_not_about_the_names(any_server, scope):
     stub = any_server.stub
-    _store_alone(stub, scope, "Jonas reviewed the rollout plan.")
-    _store_alone(stub, scope, "Priya owns the rollout plan.")
-    ranked = _ranked(stub, scope, "Priya owns the rollout plan. Which plan did Jonas review?")
+    remember_alone(stub, scope, "Jonas reviewed the rollout plan.")
+    remember_alone(stub, scope, "Priya owns the rollout plan.")
+    ranked = relevance_by_content(stub, scope, "Priya owns the rollout plan. Which plan did Jonas review?")
     assert ranked["Priya owns the rollout plan."] == 1.0, ranked

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import pytest
 from google.protobuf import timestamp_pb2
 from sqlalchemy import select
 
@@ -16,11 +15,6 @@ from slowave.storage import tables as t
 from tests.support import activate, assess_all, commit, pb, raw_engine, res
 
 DAY1, DAY2 = datetime(2026, 3, 2, tzinfo=UTC), datetime(2026, 3, 9, tzinfo=UTC)
-
-
-@pytest.fixture(params=["lexical", "hybrid"])
-def any_server(request):
-    return request.getfixturevalue("server" if request.param == "lexical" else "hybrid_server")
 
 
 def _store(stub, scope: str, contents: list[str], days: list[datetime | None]) -> list[str]:
