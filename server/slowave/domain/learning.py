@@ -22,7 +22,7 @@ MEMORY_STEP = 0.05
 MEMORY_BOUND = 0.25
 CUE_SIMILARITY_THRESHOLD = 0.2  # tau: cues sharing fewer terms than this carry nothing to each other
 # B: the part of the evidence that follows the memory to any cue. The contract's default 0.10 lowered the
-# questions that got no feedback on the conversational benchmark (docs/learning.md, "The global term").
+# questions that got no feedback on the conversational benchmark (docs/learning.md, "Evidence belongs to the cue it was given under"; docs/behaviour.md point 19).
 GLOBAL_SHARE = 0.01
 GLOBAL_PRIOR_CUES = 5  # k: distinct cues it takes for the global term to approach B
 COMPARED_CUES = 64  # the most recently assessed distinct cues of a memory that a new cue is compared with

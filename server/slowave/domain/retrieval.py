@@ -63,6 +63,16 @@ class StoredMemory(Protocol):
     occasion: int | None
 
 
+def lowered(relevance: float, weight: float) -> float:
+    """The lowered form of the subject and asking rules: what the relevance lacks of 1 grows by
+    1 / (1 - weight), down to the admission threshold and never below it, so a rule never drops a
+    memory; a certain (verbatim) match keeps 1."""
+    if relevance >= 1.0:
+        return relevance
+    down = max(ADMISSION_THRESHOLD, 1.0 - (1.0 - relevance) / (1.0 - weight))
+    return precise(down) if down < relevance else relevance
+
+
 @dataclass
 class Candidate:
     """An admitted memory and how it got onto the list."""
@@ -146,11 +156,7 @@ class CandidateScoring:
         admission threshold, as in `about_named`: the rule never admits nor drops a memory."""
         out = {}
         for n, relevance in admitted.items():
-            if relevance < 1.0 and asks(memories[n].content):
-                lowered = max(ADMISSION_THRESHOLD, 1.0 - (1.0 - relevance) / (1.0 - ASKING_WEIGHT))
-                if lowered < relevance:
-                    relevance = precise(lowered)
-            out[n] = relevance
+            out[n] = lowered(relevance, ASKING_WEIGHT) if asks(memories[n].content) else relevance
         return out
 
     def about_named(self, admitted: dict[int, float], memories: dict[int, StoredMemory]) -> dict[int, float]:
@@ -167,11 +173,7 @@ class CandidateScoring:
             return admitted
         out = {}
         for n, relevance in admitted.items():
-            if n not in about:
-                lowered = max(ADMISSION_THRESHOLD, 1.0 - (1.0 - relevance) / (1.0 - SUBJECT_WEIGHT))
-                if lowered < relevance:
-                    relevance = precise(lowered)
-            out[n] = relevance
+            out[n] = relevance if n in about else lowered(relevance, SUBJECT_WEIGHT)
         return out
 
     def in_occasions(
