@@ -29,7 +29,7 @@ ADMISSION_THRESHOLD = 0.35
 
 # Stored texts never change, so their term profiles are cached by value; the bound keeps the
 # cache to a few tens of MB however large the store grows.
-_TEXT_CACHE = 262_144
+_TEXT_CACHE = 131_072
 
 
 TermProfile = tuple[dict[str, int], int]
