@@ -251,18 +251,17 @@ class VectorIndex:
             entry.building = False
 
     def search(self, uow: UnitOfWork, tenant: str, scope: str, query: Any, limit: int) -> DenseSearch:
-        """Starts the search for the `limit` nearest memories of the scope on a worker thread and
+        """`query`: the cue's embedding, or a Future of it (SemanticChannel.embed_query_soon).
+
+        Starts the search for the `limit` nearest memories of the scope on a worker thread and
         returns at once: the graph search and the scan release the GIL, so they run beside the
         request's lexical reads (which release it inside SQLite). The cache is brought up to the
         request's transaction here, on the request's thread (the transaction's connection is not
         shared). `DenseSearch.similarities` waits for the result."""
-        import numpy as np
-
         entry = self._scope(uow, tenant, scope)
         if entry is None:
-            return DenseSearch(None, None, None)
-        query = np.asarray(query, dtype=np.float32)
-        return DenseSearch(entry, query, _DENSE_POOL.submit(_nearest, entry, query, limit))
+            return DenseSearch(None)
+        return DenseSearch(_DENSE_POOL.submit(_nearest, entry, query, limit))
 
     def similarities(
         self, uow: UnitOfWork, tenant: str, scope: str, query: Any, also: list[int], limit: int
@@ -271,10 +270,12 @@ class VectorIndex:
         return self.search(uow, tenant, scope, query, limit).similarities(also)
 
 
-def _nearest(entry: _Scope, query: Any, limit: int) -> tuple[dict[int, float], int, Any, Any]:
+def _nearest(entry: _Scope, query: Any, limit: int) -> tuple[dict[int, float], Any, int, Any, Any]:
     """The exact cosines of the `limit` nearest rows (graph candidates re-scored, rows the graph
-    lacks scanned), with the snapshot of the buffers they were read from."""
+    lacks scanned), with the query and the snapshot of the buffers they were read from."""
     import numpy as np
+
+    query = np.asarray(query.result() if isinstance(query, Future) else query, dtype=np.float32)
 
     with entry.lock:
         size, matrix, numbers = entry.size, entry.matrix, entry.numbers
@@ -294,14 +295,14 @@ def _nearest(entry: _Scope, query: Any, limit: int) -> tuple[dict[int, float], i
         positions, all_scores = np.arange(size), rest
     top = np.argpartition(-all_scores, k - 1)[:k] if k < len(positions) else np.arange(len(positions))
     top, scores = positions[top], all_scores[top]
-    return {int(numbers[p]): float(s) for p, s in zip(top, scores)}, size, matrix, numbers
+    return {int(numbers[p]): float(s) for p, s in zip(top, scores)}, query, size, matrix, numbers
 
 
 class DenseSearch:
     """A dense search under way (VectorIndex.search)."""
 
-    def __init__(self, entry: _Scope | None, query: Any, future: Future | None) -> None:
-        self._entry, self._query, self._future = entry, query, future
+    def __init__(self, future: Future | None) -> None:
+        self._future = future
 
     def similarities(self, also: list[int]) -> dict[int, float]:
         """The nearest memories' exact cosines, and those of the memories in `also` (when they have a vector)."""
@@ -309,8 +310,7 @@ class DenseSearch:
 
         if self._future is None:
             return {}
-        result, size, matrix, numbers = self._future.result()
-        query = self._query
+        result, query, size, matrix, numbers = self._future.result()
         if also:
             wanted = np.asarray(also, dtype=np.int64)
             pos = np.searchsorted(numbers[:size], wanted)  # numbers are ascending
@@ -323,9 +323,12 @@ class DenseSearch:
         return result
 
 
-# Dense searches of requests, beside their lexical reads (VectorIndex.search); a few threads, since
-# each search holds one only for about a millisecond.
+# Dense searches of requests, beside their lexical reads (VectorIndex.search), and the cues'
+# embeddings, beside the opening of their snapshots (SemanticChannel.embed_query_soon); a few
+# threads each, since each task holds one for about a millisecond. Two pools: a search waits for its
+# cue's embedding, which must never queue behind the searches waiting for it.
 _DENSE_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="slowave-dense")
+_EMBED_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="slowave-embed")
 
 
 class SemanticChannel:
@@ -351,6 +354,11 @@ class SemanticChannel:
     def embed_query(self, text: str) -> Any:
         with span("retrieval.embed"):
             return self.encoder.encode([text])[0]
+
+    def embed_query_soon(self, text: str) -> Future:
+        """`embed_query` on a worker thread (the tokenizer and numpy release the GIL): the request
+        opens its snapshot and reads what does not need the embedding meanwhile."""
+        return _EMBED_POOL.submit(self.embed_query, text)
 
 
 def load_semantic_channel(choice: str | bool = DEFAULT_SEMANTIC) -> SemanticChannel | None:
