@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -250,67 +249,35 @@ class VectorIndex:
         finally:
             entry.building = False
 
-    def search(self, uow: UnitOfWork, tenant: str, scope: str, query: Any, limit: int) -> DenseSearch:
-        """`query`: the cue's embedding, or a Future of it (SemanticChannel.embed_query_soon).
-
-        Starts the search for the `limit` nearest memories of the scope on a worker thread and
-        returns at once: the graph search and the scan release the GIL, so they run beside the
-        request's lexical reads (which release it inside SQLite). The cache is brought up to the
-        request's transaction here, on the request's thread (the transaction's connection is not
-        shared). `DenseSearch.similarities` waits for the result."""
-        entry = self._scope(uow, tenant, scope)
-        if entry is None:
-            return DenseSearch(None)
-        return DenseSearch(_DENSE_POOL.submit(_nearest, entry, query, limit))
-
     def similarities(
         self, uow: UnitOfWork, tenant: str, scope: str, query: Any, also: list[int], limit: int
     ) -> dict[int, float]:
         """Exact cosine similarity of the `limit` nearest memories of the scope, and of those in `also`."""
-        return self.search(uow, tenant, scope, query, limit).similarities(also)
-
-
-def _nearest(entry: _Scope, query: Any, limit: int) -> tuple[dict[int, float], Any, int, Any, Any]:
-    """The exact cosines of the `limit` nearest rows (graph candidates re-scored, rows the graph
-    lacks scanned), with the query and the snapshot of the buffers they were read from."""
-    import numpy as np
-
-    query = np.asarray(query.result() if isinstance(query, Future) else query, dtype=np.float32)
-
-    with entry.lock:
-        size, matrix, numbers = entry.size, entry.matrix, entry.numbers
-        k = min(limit, size)
-        scanned = 0
-        if entry.ann is not None:
-            scanned = entry.ann_rows
-            graph = np.asarray(entry.ann.search(query, min(k, scanned), threads=1).keys, dtype=np.int64)
-    # einsum, not BLAS: a matrix-vector product on the request path gains nothing from BLAS
-    # threads, and some OpenBLAS kernel settings make it ~8x slower (measured here: 6.9 ms
-    # against 0.8 ms for 10k x 128). Rows [0, size) of the buffer never change, so no lock.
-    rest = np.einsum("ij,j->i", matrix[scanned:size], query)  # all rows, or those the graph lacks
-    if scanned:
-        positions = np.concatenate([graph, np.arange(scanned, size)])
-        all_scores = np.concatenate([matrix[graph] @ query, rest])  # exact cosines of the graph's candidates
-    else:
-        positions, all_scores = np.arange(size), rest
-    top = np.argpartition(-all_scores, k - 1)[:k] if k < len(positions) else np.arange(len(positions))
-    top, scores = positions[top], all_scores[top]
-    return {int(numbers[p]): float(s) for p, s in zip(top, scores)}, query, size, matrix, numbers
-
-
-class DenseSearch:
-    """A dense search under way (VectorIndex.search)."""
-
-    def __init__(self, future: Future | None) -> None:
-        self._future = future
-
-    def similarities(self, also: list[int]) -> dict[int, float]:
-        """The nearest memories' exact cosines, and those of the memories in `also` (when they have a vector)."""
         import numpy as np
 
-        if self._future is None:
+        entry = self._scope(uow, tenant, scope)
+        if entry is None:
             return {}
-        result, query, size, matrix, numbers = self._future.result()
+        query = np.asarray(query, dtype=np.float32)
+        with entry.lock:
+            size, matrix, numbers = entry.size, entry.matrix, entry.numbers
+            k = min(limit, size)
+            scanned = 0
+            if entry.ann is not None:
+                scanned = entry.ann_rows
+                graph = np.asarray(entry.ann.search(query, min(k, scanned), threads=1).keys, dtype=np.int64)
+        # einsum, not BLAS: a matrix-vector product on the request path gains nothing from BLAS
+        # threads, and some OpenBLAS kernel settings make it ~8x slower (measured here: 6.9 ms
+        # against 0.8 ms for 10k x 128). Rows [0, size) of the buffer never change, so no lock.
+        rest = np.einsum("ij,j->i", matrix[scanned:size], query)  # all rows, or those the graph lacks
+        if scanned:
+            positions = np.concatenate([graph, np.arange(scanned, size)])
+            all_scores = np.concatenate([matrix[graph] @ query, rest])  # exact cosines of the graph's candidates
+        else:
+            positions, all_scores = np.arange(size), rest
+        top = np.argpartition(-all_scores, k - 1)[:k] if k < len(positions) else np.arange(len(positions))
+        top, scores = positions[top], all_scores[top]
+        result = {int(numbers[p]): float(s) for p, s in zip(top, scores)}
         if also:
             wanted = np.asarray(also, dtype=np.int64)
             pos = np.searchsorted(numbers[:size], wanted)  # numbers are ascending
@@ -321,14 +288,6 @@ class DenseSearch:
                 for n, s in zip(wanted[ok], exact):
                     result[int(n)] = float(s)
         return result
-
-
-# Dense searches of requests, beside their lexical reads (VectorIndex.search), and the cues'
-# embeddings, beside the opening of their snapshots (SemanticChannel.embed_query_soon); a few
-# threads each, since each task holds one for about a millisecond. Two pools: a search waits for its
-# cue's embedding, which must never queue behind the searches waiting for it.
-_DENSE_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="slowave-dense")
-_EMBED_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="slowave-embed")
 
 
 class SemanticChannel:
@@ -354,11 +313,6 @@ class SemanticChannel:
     def embed_query(self, text: str) -> Any:
         with span("retrieval.embed"):
             return self.encoder.encode([text])[0]
-
-    def embed_query_soon(self, text: str) -> Future:
-        """`embed_query` on a worker thread (the tokenizer and numpy release the GIL): the request
-        opens its snapshot and reads what does not need the embedding meanwhile."""
-        return _EMBED_POOL.submit(self.embed_query, text)
 
 
 def load_semantic_channel(choice: str | bool = DEFAULT_SEMANTIC) -> SemanticChannel | None:

@@ -26,8 +26,7 @@ def activate(ctx: ServiceContext, tenant: str, cmd: ActivateCommand) -> pb.Activ
     """All-or-nothing: a failed Activate leaves no session, retrieval, catalog or token behind."""
     limits = ctx.settings.limits
     cue = Cue(cmd.task, cmd.semantic_context)
-    # Embedded on a worker thread while the snapshot opens; the dense search waits for it.
-    query_vector = ctx.semantic.embed_query_soon(cue.text) if ctx.semantic else None
+    query_vector = ctx.semantic.embed_query(cue.text) if ctx.semantic else None  # never inside a transaction
     # The catalog is read in a snapshot that does not take SQLite's writer lock, so server processes
     # rank in parallel; only the session, the retrieval and its first page are written under it.
     # The catalog is then as of the snapshot: a claim stored in between is not in it, as if the

@@ -33,8 +33,7 @@ from slowave.v1 import memory_service_pb2 as pb
 def recall(ctx: ServiceContext, tenant: str, cmd: RecallCommand) -> pb.RecallResponse:
     limits = ctx.settings.limits
     cue = Cue(cmd.query, cmd.semantic_context) if cmd.query is not None else None
-    # Embedded on a worker thread while the snapshot opens; the dense search waits for it.
-    query_vector = ctx.semantic.embed_query_soon(cue.text) if ctx.semantic and cue else None
+    query_vector = ctx.semantic.embed_query(cue.text) if ctx.semantic and cue else None  # outside the transaction
     ranked = _rank_in_snapshot(ctx, tenant, cmd, cue, query_vector) if cue is not None else None
     now = ctx.clock.now()
     refusal: DomainError | None

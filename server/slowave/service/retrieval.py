@@ -57,12 +57,6 @@ def _admitted_memories(
 ) -> tuple[list[Candidate], dict[int, Row]]:
     """Candidates from the full-text index (always), the containment floor, and — when enabled —
     the semantic channel; scored and admitted by the domain's rules (domain.retrieval)."""
-    # The dense search runs on a worker thread while the lexical reads below run on this one.
-    dense = (
-        semantic.index.search(uow, tenant, scope, query_vector, limits.semantic_candidates)
-        if semantic is not None and query_vector is not None
-        else None
-    )
     doc_counts = uow.search.term_statistics(tenant, scope, statistics_terms(cue.token_set))
     query = lexical_query(cue.token_set, doc_counts, limits.lexical_doc_budget)
     rows: dict[int, Row] = {}
@@ -78,8 +72,8 @@ def _admitted_memories(
         rows[row.number] = row
         contained.add(row.number)
     cosines: dict[int, float] = {}
-    if dense is not None:
-        cosines = dense.similarities(list(rows))
+    if semantic is not None and query_vector is not None:
+        cosines = semantic.index.similarities(uow, tenant, scope, query_vector, list(rows), limits.semantic_candidates)
         for row in uow.search.memory_views(tenant, scope, (n for n in cosines if n not in rows)):
             rows[row.number] = row
     calibration = SemanticCalibration(semantic.encoder.floor_cosine, semantic.encoder.full_cosine) if semantic else None
