@@ -29,7 +29,7 @@ ADMISSION_THRESHOLD = 0.35
 
 # Stored texts never change, so their term profiles are cached by value; the bound keeps the
 # cache to a few tens of MB however large the store grows.
-_TEXT_CACHE = 32_768
+_TEXT_CACHE = 131_072
 
 
 TermProfile = tuple[dict[str, int], int]
@@ -374,6 +374,7 @@ def cue_names(text: str) -> list[str]:
     return names
 
 
+@lru_cache(maxsize=_TEXT_CACHE)
 def claim_subject(content: str) -> str | None:
     """The first name-like span among the claim's first SUBJECT_WORDS words, case-folded: an
     identifier joined by - . / : _, a word with a digit, or a capitalised word of two letters or
