@@ -424,23 +424,38 @@ class CueNames:
     """
 
     weights: dict[str, float]
+    shares: dict[str, float] = field(default_factory=dict)
+    """`share` of each candidate's content, computed once by `among`: each candidate is searched for
+    each name once, instead of once to weigh the names and again to score it."""
 
     @classmethod
     def among(cls, cue: Cue, scorer: LexicalScorer, contents: list[str]) -> CueNames:
         names = dict.fromkeys(cue_names(cue.primary) + (cue_names(cue.semantic) if cue.semantic else []))
         if not names:
             return cls({})
-        texts = [folded(c) for c in contents]
+        mentioned: dict[str, list[str]] = {}  # content -> the names it mentions, in the cue's order
+        for content in contents:
+            if content not in mentioned:
+                text = folded(content)
+                mentioned[content] = [name for name in names if name in text and mentions(text, name)]
+        anywhere = {name for found in mentioned.values() for name in found}
         weights = {}
         for name in names:
-            if any(mentions(text, name) for text in texts):
+            if name in anywhere:
                 weights[name] = sum(scorer.weights.get(t, 0.0) for t in set(terms(name))) or 1.0
-        return cls(weights)
+        if not weights:
+            return cls({})
+        # Summed in the cue's order, as `share` sums, so a share is the same number either way.
+        total = sum(weights.values())
+        return cls(weights, {c: sum(weights[name] for name in found) / total for c, found in mentioned.items()})
 
     def share(self, content: str) -> float:
         """Share of the cue's names (by weight) that the text mentions; 1 when the cue names nothing."""
         if not self.weights:
             return 1.0
+        known = self.shares.get(content)
+        if known is not None:
+            return known
         text = folded(content)
         return sum(w for name, w in self.weights.items() if mentions(text, name)) / sum(self.weights.values())
 
