@@ -424,30 +424,31 @@ class CueNames:
     """
 
     weights: dict[str, float]
-    shares: dict[str, float] = field(default_factory=dict)
-    """`share` of each candidate's content, computed once by `among`: each candidate is searched for
-    each name once, instead of once to weigh the names and again to score it."""
+    shares: dict[str, float] = field(default_factory=dict, repr=False)
+    """`share` of each candidate's content, computed by `among`."""
 
     @classmethod
     def among(cls, cue: Cue, scorer: LexicalScorer, contents: list[str]) -> CueNames:
         names = dict.fromkeys(cue_names(cue.primary) + (cue_names(cue.semantic) if cue.semantic else []))
         if not names:
             return cls({})
-        mentioned: dict[str, list[str]] = {}  # content -> the names it mentions, in the cue's order
-        for content in contents:
-            if content not in mentioned:
-                text = folded(content)
-                mentioned[content] = [name for name in names if name in text and mentions(text, name)]
-        anywhere = {name for found in mentioned.values() for name in found}
-        weights = {}
+        texts = [folded(c) for c in contents]
+        holders: dict[str, list[int]] = {}  # name -> the candidates mentioning it, in the cue's order
         for name in names:
-            if name in anywhere:
-                weights[name] = sum(scorer.weights.get(t, 0.0) for t in set(terms(name))) or 1.0
-        if not weights:
+            found = [i for i, text in enumerate(texts) if name in text and mentions(text, name)]
+            if found:
+                holders[name] = found
+        if not holders:
             return cls({})
-        # Summed in the cue's order, as `share` sums, so a share is the same number either way.
+        weights = {name: sum(scorer.weights.get(t, 0.0) for t in set(terms(name))) or 1.0 for name in holders}
+        # Each candidate's share, summed in the cue's order as `share` sums (the same number), here
+        # where the names are found: one pass over a hybrid retrieval's hundred candidates.
+        mentioned: list[float] = [0] * len(texts)
+        for name, found in holders.items():
+            for i in found:
+                mentioned[i] += weights[name]
         total = sum(weights.values())
-        return cls(weights, {c: sum(weights[name] for name in found) / total for c, found in mentioned.items()})
+        return cls(weights, {c: m / total for c, m in zip(contents, mentioned)})
 
     def share(self, content: str) -> float:
         """Share of the cue's names (by weight) that the text mentions; 1 when the cue names nothing."""
