@@ -256,6 +256,17 @@ def test_names_weigh_by_the_specificity_of_their_words():
     assert names.share("geo-lookup uses Redis.") > 0.7 > 0.3 > names.share("search-api uses Kafka.") > 0
 
 
+def test_names_shares_found_once_are_the_shares_computed_alone():
+    from slowave.domain.relevance import CueNames, LexicalScorer
+
+    cue = Cue("Does geo-lookup call search-api or Kafka?")
+    scorer = LexicalScorer.for_cue(cue, {"": 100, "kafka": 50, "geo": 1, "lookup": 1, "search": 9, "api": 30})
+    contents = ["geo-lookup calls search-api.", "search-api uses Kafka.", "geo-lookups only.", "Kafka, kafka!", ""]
+    names = CueNames.among(cue, scorer, contents)
+    alone = CueNames(names.weights)  # no shares kept: each share computed from the text
+    assert names.shares and all(names.share(c) == alone.share(c) for c in contents)
+
+
 def test_two_weak_channels_do_not_add_up_to_admission():
     from slowave.domain.relevance import fused_relevance, semantic_strength
 
