@@ -91,6 +91,28 @@ def test_a_question_of_function_words_only_admits_nothing_but_the_floor(stub, sc
     assert _ask(stub, scope, "What is it that they would have done?") == []
 
 
+def test_a_name_most_memories_hold_does_not_outrank_the_cues_specific_words(stub, scope):
+    # A conversation with Sam: Sam's name is in most memories. "Sam" in the question still counts
+    # (relevance.NAME_FLOOR), but a memory holding only the name ("Good luck with the move, Sam.")
+    # must not outrank the one holding the question's specific word ("adopt"). With the name
+    # weighing the cue's whole average term, four of them did.
+    answer = "I finally adopted Biscuit from the animal shelter."
+    only_the_name = [
+        "Thanks, that sounds like a great weekend, Sam.",
+        "How did the interview go, Sam?",
+        "Good luck with the move, Sam.",
+        "The photos from the lake are beautiful, Sam.",
+        "I tried that recipe and loved it, Sam.",
+        "See you on Friday, Sam.",
+    ]
+    chat = [*only_the_name[:2], "You have such a kind heart, Sam.", *only_the_name[2:4]]
+    chat += ["What kind of car do you drive these days?", *only_the_name[4:], "It was that kind of day.", answer]
+    _store(stub, scope, chat)
+    found = _ask(stub, scope, "What kind of dog did Sam adopt?")
+    assert answer in found and "You have such a kind heart, Sam." in found  # the name still counts
+    assert all(found.index(answer) < found.index(m) for m in only_the_name if m in found), found
+
+
 def test_session_context_finds_a_memory_by_the_claims_stored_before_it(stub, scope):
     # The later claim says "It" for the canary rollout that the claim before it names. A memory of
     # another session with the same terms, stored earlier (so it would win a tie), ranks below it.

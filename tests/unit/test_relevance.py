@@ -142,12 +142,19 @@ def test_session_context_adds_to_own_evidence_and_never_stands_in_for_it():
     assert scorer.relevance("Unrelated words entirely.", False, context) == 0.0
 
 
-def test_names_weigh_at_least_as_much_as_the_average_stored_term():
+def test_names_weigh_at_least_the_name_floor_of_the_average_stored_term():
+    from slowave.domain.relevance import NAME_FLOOR
+
     cue = Cue("What did Caroline research?")
     plain = LexicalScorer.for_cue(Cue("what did caroline research"), _stats(carolin=500, research=10))
     named = LexicalScorer.for_cue(cue, _stats(carolin=500, research=10))
+    average = (plain.weights["carolin"] + plain.weights["research"]) / 2
+    assert named.weights["carolin"] == pytest.approx(NAME_FLOOR * average)
     assert named.weights["carolin"] > plain.weights["carolin"]
     assert named.weights["research"] == plain.weights["research"]
+    # A rare name keeps its own, higher weight.
+    rare = LexicalScorer.for_cue(cue, _stats(carolin=2, research=10))
+    assert rare.weights["carolin"] > rare.weights["research"]
 
 
 def test_cue_words_absent_from_the_store_still_count_in_the_score():

@@ -39,8 +39,9 @@ PROCEDURE_FAILURE_TERM = -0.03
 # stemmed terms without stop words (domain.terms), session context, names, dates. learned(cue…):
 # evidence per cue, carried by cue similarity (behaviour §12.1 revised 2026-12). v5: occasions.
 # v6: what a claim is about (relevance.claim_subject). v7: memories that ask (relevance.asks); B 0.10 -> 0.01.
+# v8: a name weighs at least half the cue's average term (relevance.NAME_FLOOR), not all of it.
 RETRIEVAL_POLICY_VERSION = (
-    "v7(bm25,snowball-en+stop-v1,context2,occasion(64,0.4),subject(4,0.4),asks(0.3))"
+    "v8(bm25,snowball-en+stop-v1,context2,occasion(64,0.4),subject(4,0.4),asks(0.3),names(0.5))"
     f"+learned(cue,step={MEMORY_STEP},bound={MEMORY_BOUND},tau={CUE_SIMILARITY_THRESHOLD},"
     f"B={GLOBAL_SHARE},k={GLOBAL_PRIOR_CUES},cues={COMPARED_CUES})"
 )

@@ -131,6 +131,14 @@ CONTEXT_WEIGHT = 0.4
 # term of highest weight out of four or five equally rare ones reaches the admission threshold; one
 # carrying all of them is near 0.9.
 RELEVANCE_RATE = 2.2
+# What the cue names (a person, a service, a version) is what it asks about, however many memories
+# mention it, so a name weighs at least NAME_FLOOR × the cue's average stored term. Not the whole
+# average: a name in most memories of a scope (the two people of a conversation, the one service a
+# scope is about) then outweighed the cue's specific words, and a memory holding the name and a
+# common word ("Thanks, Evan, good to hear") ranked above the one holding what was asked.
+# Measured on the conversational benchmark: 1.0 -> 0.5 lifts evidence@5 0.766 -> 0.777 and
+# evidence@10 0.840 -> 0.846; the synthetic agent bench is unchanged in every cell.
+NAME_FLOOR = 0.5
 
 
 # The session context of a memory: the claims stored just before it in the same session. A turn
@@ -227,14 +235,12 @@ class LexicalScorer:
         for t in cue.token_set:
             docs = doc_counts.get(t[:128], 0)
             weights[t] = bm25_idf(total, docs) if docs > 0 else 0.0
-        # What the cue names (a person, a service, a version) is what it is about, however many
-        # memories mention it: a name weighs at least as much as the cue's average stored term.
         present = [w for w in weights.values() if w > 0]
         if present:
-            average = sum(present) / len(present)
+            floor = NAME_FLOOR * sum(present) / len(present)
             for t in cue.name_terms:
                 if weights.get(t, 0.0) > 0:
-                    weights[t] = max(weights[t], average)
+                    weights[t] = max(weights[t], floor)
         return cls(
             terms=cue.token_set,
             weights=weights,
