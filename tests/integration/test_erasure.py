@@ -348,6 +348,36 @@ def test_erasing_one_memory_removes_it_and_its_traces_only(make_server):
     assert again.returncode == 1 and "already erased" in again.stderr
 
 
+def test_an_occasion_erasure_strips_is_read_afresh_by_the_running_server(make_server):
+    """The server keeps occasions' term profiles cached (storage.occasions); an erasure by the
+    admin command, another process, strips an erased memory's terms from its occasion, and the
+    server's next retrieval scores the occasion without them."""
+    server = make_server()
+    scope = new_scope("erase")
+    a = activate(server.stub, scope, task="notes", initial_goal="notes")
+    remember(server.stub, a.session_id, scope, "The total cost was 55k.")
+    offsite = remember(server.stub, a.session_id, scope, "That was for the Lisbon offsite.").memory_id
+    assess_all(server.stub, a)
+    commit(server.stub, a.session_id)
+    b = activate(server.stub, scope, task="notes", initial_goal="notes")
+    remember(server.stub, b.session_id, scope, "The total cost was 40k.")
+    assess_all(server.stub, b)
+    commit(server.stub, b.session_id)
+
+    def relevance() -> dict[str, float]:
+        found = activate(server.stub, scope, task="What did the Lisbon offsite cost?", initial_goal="find")
+        assess_all(server.stub, found)
+        commit(server.stub, found.session_id)
+        return {m.content: m.ranking.relevance for m in found.memories}
+
+    before = relevance()  # the occasion of 55k holds "Lisbon offsite": it ranks above 40k
+    assert before["The total cost was 55k."] > before["The total cost was 40k."], before
+    erase(server, "--memory", offsite)
+    after = relevance()
+    assert "That was for the Lisbon offsite." not in after
+    assert after["The total cost was 55k."] == after["The total cost was 40k."], after
+
+
 KEY_ALPHA = "swk_alpha-0123456789abcdefghijklmnopqrstuvwxyzAB"
 KEY_BETA = "swk_beta-0123456789abcdefghijklmnopqrstuvwxyzABC"
 

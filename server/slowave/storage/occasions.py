@@ -8,10 +8,11 @@ and the scope's term statistics count occasions and their terms (BM25's average 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Integer, bindparam, func, select, update
+from sqlalchemy import Engine, Integer, bindparam, select, update
 
 from slowave.domain.relevance import (
     OCCASION_CLAIMS,
@@ -36,22 +37,31 @@ _OPEN = (
     .limit(1)
     .with_for_update()
 )
-_GROW = update(_o).where(_o.c.number == bindparam("n")).values(claims=bindparam("claims"), terms=bindparam("terms"))
-_SIZES = select(_o.c.number, _o.c.claims, func.length(_o.c.terms)).where(
-    any_of(_o.c.number, values_of("numbers", Integer()))
+_GROW = (
+    update(_o)
+    .where(_o.c.number == bindparam("n"))
+    .values(claims=bindparam("claims"), terms=bindparam("terms"), revision=_o.c.revision + 1)
 )
-_TERMS = select(_o.c.number, _o.c.claims, _o.c.terms).where(any_of(_o.c.number, values_of("numbers", Integer())))
+_REVISIONS = select(_o.c.number, _o.c.revision).where(any_of(_o.c.number, values_of("numbers", Integer())))
+_TERMS = select(_o.c.number, _o.c.revision, _o.c.terms).where(any_of(_o.c.number, values_of("numbers", Integer())))
 
-# Term profiles of occasions, by (number, claims, length of terms): an occasion's terms only grow
-# with its claims or, on erasure, get shorter at the same claim count, so the key names one version
-# of them, in every process. Retrieval reads the key and fetches terms only for what it lacks.
-_PROFILE_CACHE: dict[tuple[int, int, int], tuple[dict[str, int], int]] = {}
+# Term profiles of occasions, by (number, revision): every change of an occasion's terms (a claim
+# joining, an erasure stripping terms) bumps its revision, so the key names one version of them,
+# whichever process made the change. Retrieval reads the keys and fetches terms only for what it
+# lacks. One cache per engine: occasion numbers are those of one database, and a process may hold
+# several (the tests' servers, the copy command).
+_PROFILE_CACHES: weakref.WeakKeyDictionary[Engine, dict[tuple[int, int], TermProfile]] = weakref.WeakKeyDictionary()
 _PROFILE_CACHE_SIZE = 16_384
 
 
 class Occasions:
     def __init__(self, ex: Executor) -> None:
         self.ex = ex
+        engine = ex.connection.engine
+        cache = _PROFILE_CACHES.get(engine)
+        if cache is None:
+            cache = _PROFILE_CACHES.setdefault(engine, {})
+        self._profiles = cache
 
     def join(self, rows: list[dict[str, Any]], content_terms: list[list[str]]) -> dict[tuple[str, str, str], int]:
         """Sets `occasion` on each row remembered in a session (its `source_session_id`) and grows
@@ -71,7 +81,7 @@ class Occasions:
             if current is None or current[1] >= OCCASION_CLAIMS:
                 number = self.ex.insert(
                     _o,
-                    dict(tenant=key[0], scope=key[1], session_id=key[2], day=key[3], claims=0, terms=""),
+                    dict(tenant=key[0], scope=key[1], session_id=key[2], day=key[3], claims=0, terms="", revision=0),
                 )
                 current = [number, 0, ""]
                 stat = (key[0], key[1], TOTAL_OCCASIONS_TERM)
@@ -91,19 +101,19 @@ class Occasions:
         if not nums:
             return {}
         out, missing = {}, {}
-        for n, claims, length in self.ex.rows(_SIZES, {"numbers": nums}):
-            key = (n, claims, length)
-            hit = _PROFILE_CACHE.get(key)
+        for n, revision in self.ex.rows(_REVISIONS, {"numbers": nums}):
+            key = (n, revision)
+            hit = self._profiles.get(key)
             if hit is None:
                 missing[n] = key
             else:
                 out[n] = hit
         if missing:
-            if len(_PROFILE_CACHE) + len(missing) > _PROFILE_CACHE_SIZE:
-                _PROFILE_CACHE.clear()
-            for n, claims, terms in self.ex.rows(_TERMS, {"numbers": sorted(missing)}):
+            if len(self._profiles) + len(missing) > _PROFILE_CACHE_SIZE:
+                self._profiles.clear()
+            for n, revision, terms in self.ex.rows(_TERMS, {"numbers": sorted(missing)}):
                 profile = term_profile(terms)
                 out[n] = profile
-                if (n, claims, len(terms)) == missing[n]:  # unchanged between the two reads
-                    _PROFILE_CACHE[missing[n]] = profile
+                if (n, revision) == missing[n]:  # unchanged between the two reads
+                    self._profiles[missing[n]] = profile
         return out

@@ -101,6 +101,8 @@ occasions = Table(
     Column("day", String(10), nullable=False),  # occurred_on of its claims, "" when they have none
     Column("claims", Integer, nullable=False),
     Column("terms", Text, nullable=False),
+    # Bumped by every change of `terms`: names one version of them (storage.occasions' profile cache).
+    Column("revision", Integer, nullable=False, default=0, server_default=text("0")),
     Index("ix_occasions_session_day", "tenant", "scope", "session_id", "day"),
 )
 
