@@ -112,7 +112,9 @@ _BLANK_MEMORY = (
 _SET_CONTEXT = update(_m).where(_m.c.number == bindparam("n")).values(context_terms=bindparam("context"))
 _OCCASIONS = select(_o.c.number, _o.c.terms).where(any_of(_o.c.number, _numbers)).order_by(_o.c.number)
 _SET_OCCASION_TERMS = (
-    update(_o).where(_o.c.number == bindparam("n")).values(terms=bindparam("occasion_terms"), revision=_o.c.revision + 1)
+    update(_o)
+    .where(_o.c.number == bindparam("n"))
+    .values(terms=bindparam("occasion_terms"), revision=_o.c.revision + 1)
 )
 _DELETE_OCCASIONS = delete(_o).where(_o.c.tenant == _tenant, _o.c.scope == _scope)
 
