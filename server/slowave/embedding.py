@@ -266,7 +266,7 @@ class VectorIndex:
             if entry.ann is not None:
                 scanned = entry.ann_rows
                 graph = np.asarray(entry.ann.search(query, min(k, scanned), threads=1).keys, dtype=np.int64)
-        if scanned == size:
+        if scanned and scanned == size:
             # The graph holds every row (the steady state): its candidates are the nearest, and
             # their exact cosines are all there is to rank.
             top, scores = graph, matrix[graph] @ query

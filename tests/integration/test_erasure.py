@@ -378,6 +378,37 @@ def test_an_occasion_erasure_strips_is_read_afresh_by_the_running_server(make_se
     assert after["The total cost was 55k."] == after["The total cost was 40k."], after
 
 
+def test_an_erased_scopes_occasion_numbers_are_never_reused(make_server):
+    """Erasing a scope deletes its occasions; the claims remembered afterwards open new occasions
+    under numbers never used before, so the server's cached term profile of an erased occasion
+    (storage.occasions, by number and revision) never stands in for a new one."""
+    server = make_server()
+    scope = new_scope("erase")
+
+    def session(*claims: str) -> None:
+        a = activate(server.stub, scope, task="notes", initial_goal="notes")
+        for claim in claims:  # one call each: the occasion's revision grows by one per call
+            remember(server.stub, a.session_id, scope, claim)
+        assess_all(server.stub, a)
+        commit(server.stub, a.session_id)
+
+    def relevance() -> dict[str, float]:
+        found = activate(server.stub, scope, task="What did the Lisbon offsite cost?", initial_goal="find")
+        assess_all(server.stub, found)
+        commit(server.stub, found.session_id)
+        return {m.content: m.ranking.relevance for m in found.memories}
+
+    session("The total cost was 55k.", "That was for the Lisbon offsite.")
+    assert "The total cost was 55k." in relevance()  # its occasion's profile is now cached
+    erase(server, "--scope", scope)
+    # Occasions as long as the erased one, neither holding "Lisbon offsite".
+    session("The total cost was 55k.", "We replaced the printers.")
+    session("The total cost was 40k.", "We replaced the chairs.")
+    session("The Lisbon offsite is planned for March.")  # the cue's words are in the store again
+    after = relevance()
+    assert after["The total cost was 55k."] == after["The total cost was 40k."], after
+
+
 KEY_ALPHA = "swk_alpha-0123456789abcdefghijklmnopqrstuvwxyzAB"
 KEY_BETA = "swk_beta-0123456789abcdefghijklmnopqrstuvwxyzABC"
 

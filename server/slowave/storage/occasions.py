@@ -57,11 +57,6 @@ _PROFILE_CACHE_SIZE = 16_384
 class Occasions:
     def __init__(self, ex: Executor) -> None:
         self.ex = ex
-        engine = ex.connection.engine
-        cache = _PROFILE_CACHES.get(engine)
-        if cache is None:
-            cache = _PROFILE_CACHES.setdefault(engine, {})
-        self._profiles = cache
 
     def join(self, rows: list[dict[str, Any]], content_terms: list[list[str]]) -> dict[tuple[str, str, str], int]:
         """Sets `occasion` on each row remembered in a session (its `source_session_id`) and grows
@@ -100,20 +95,24 @@ class Occasions:
         nums = sorted(set(numbers))
         if not nums:
             return {}
+        engine = self.ex.connection.engine
+        cache = _PROFILE_CACHES.get(engine)
+        if cache is None:
+            cache = _PROFILE_CACHES.setdefault(engine, {})
         out, missing = {}, {}
         for n, revision in self.ex.rows(_REVISIONS, {"numbers": nums}):
             key = (n, revision)
-            hit = self._profiles.get(key)
+            hit = cache.get(key)
             if hit is None:
                 missing[n] = key
             else:
                 out[n] = hit
         if missing:
-            if len(self._profiles) + len(missing) > _PROFILE_CACHE_SIZE:
-                self._profiles.clear()
+            if len(cache) + len(missing) > _PROFILE_CACHE_SIZE:
+                cache.clear()
             for n, revision, terms in self.ex.rows(_TERMS, {"numbers": sorted(missing)}):
                 profile = term_profile(terms)
                 out[n] = profile
                 if (n, revision) == missing[n]:  # unchanged between the two reads
-                    self._profiles[missing[n]] = profile
+                    cache[missing[n]] = profile
         return out

@@ -104,6 +104,9 @@ occasions = Table(
     # Bumped by every change of `terms`: names one version of them (storage.occasions' profile cache).
     Column("revision", Integer, nullable=False, default=0, server_default=text("0")),
     Index("ix_occasions_session_day", "tenant", "scope", "session_id", "day"),
+    # Numbers never reused after a scope's erasure deletes its occasions (SQLite's AUTOINCREMENT;
+    # PostgreSQL's sequence): a cached (number, revision) names one occasion's terms for good.
+    sqlite_autoincrement=True,
 )
 
 memories = Table(
