@@ -348,6 +348,14 @@ def test_erasing_one_memory_removes_it_and_its_traces_only(make_server):
     assert again.returncode == 1 and "already erased" in again.stderr
 
 
+def offsite_costs(server: Server, scope: str) -> dict[str, float]:
+    """Relevance of what one closed Activate asks, "What did the Lisbon offsite cost?", finds."""
+    found = activate(server.stub, scope, task="What did the Lisbon offsite cost?", initial_goal="find")
+    assess_all(server.stub, found)
+    commit(server.stub, found.session_id)
+    return {m.content: m.ranking.relevance for m in found.memories}
+
+
 def test_an_occasion_erasure_strips_is_read_afresh_by_the_running_server(make_server):
     """The server keeps occasions' term profiles cached (storage.occasions); an erasure by the
     admin command, another process, strips an erased memory's terms from its occasion, and the
@@ -364,16 +372,10 @@ def test_an_occasion_erasure_strips_is_read_afresh_by_the_running_server(make_se
     assess_all(server.stub, b)
     commit(server.stub, b.session_id)
 
-    def relevance() -> dict[str, float]:
-        found = activate(server.stub, scope, task="What did the Lisbon offsite cost?", initial_goal="find")
-        assess_all(server.stub, found)
-        commit(server.stub, found.session_id)
-        return {m.content: m.ranking.relevance for m in found.memories}
-
-    before = relevance()  # the occasion of 55k holds "Lisbon offsite": it ranks above 40k
+    before = offsite_costs(server, scope)  # the occasion of 55k holds "Lisbon offsite": it ranks above 40k
     assert before["The total cost was 55k."] > before["The total cost was 40k."], before
     erase(server, "--memory", offsite)
-    after = relevance()
+    after = offsite_costs(server, scope)
     assert "That was for the Lisbon offsite." not in after
     assert after["The total cost was 55k."] == after["The total cost was 40k."], after
 
@@ -392,20 +394,14 @@ def test_an_erased_scopes_occasion_numbers_are_never_reused(make_server):
         assess_all(server.stub, a)
         commit(server.stub, a.session_id)
 
-    def relevance() -> dict[str, float]:
-        found = activate(server.stub, scope, task="What did the Lisbon offsite cost?", initial_goal="find")
-        assess_all(server.stub, found)
-        commit(server.stub, found.session_id)
-        return {m.content: m.ranking.relevance for m in found.memories}
-
     session("The total cost was 55k.", "That was for the Lisbon offsite.")
-    assert "The total cost was 55k." in relevance()  # its occasion's profile is now cached
+    assert "The total cost was 55k." in offsite_costs(server, scope)  # its occasion's profile is now cached
     erase(server, "--scope", scope)
     # Occasions as long as the erased one, neither holding "Lisbon offsite".
     session("The total cost was 55k.", "We replaced the printers.")
     session("The total cost was 40k.", "We replaced the chairs.")
     session("The Lisbon offsite is planned for March.")  # the cue's words are in the store again
-    after = relevance()
+    after = offsite_costs(server, scope)
     assert after["The total cost was 55k."] == after["The total cost was 40k."], after
 
 
