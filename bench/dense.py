@@ -9,8 +9,11 @@ single-threaded, per query (k = 100, the service's semantic_candidates):
 * usearch's exact brute force over float16;
 * HNSW graphs (usearch int8 / float16, faiss HNSW+SQ8 if installed): build time, recall@100
   against the exact top 100, latency per expansion;
-* slowave.embedding.VectorIndex itself (graph candidates re-scored exactly), with the cost of its
-  first query (reading the rows) and of catching up after new memories.
+* slowave.dense_index.VectorIndex itself (graph candidates and loose rows re-scored exactly), with
+  the cost of its first query (reading the rows, building the graph and the fit) and of catching up
+  after new memories;
+* unlike claims planted among the vectors (paraphrase pairs whose claim is the cue's exact nearest):
+  how many the graph alone returns, and how many VectorIndex returns.
 
     .venv/bin/python bench/dense.py [--n 100000]
 """
@@ -26,7 +29,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 
-from slowave.embedding import StaticEncoder, VectorIndex
+from slowave.dense_index import VectorIndex
+from slowave.embedding import StaticEncoder
 
 K = 100
 
@@ -48,16 +52,32 @@ def per_query(fn, queries, reps=200) -> float:
 
 
 class Repo:
+    """The two vector reads VectorIndex makes of a unit of work, over in-memory rows."""
+
     Row = namedtuple("Row", "number vector")
 
     def __init__(self, x: np.ndarray) -> None:
         self.rows = [self.Row(i + 1, v.tobytes()) for i, v in enumerate(x)]
+        self.vectors = self
 
-    def latest_vector_number(self, *_):
+    def latest_number(self, *_):
         return self.rows[-1].number
 
-    def vectors_after(self, _t, _s, _e, after):
+    def after(self, _t, _s, _e, after):
         return self.rows[after:]  # numbers are 1..n
+
+
+PLANTED = [
+    (
+        "Never commit credentials into git: secrets live only inside vault storage.",
+        "Is it okay to put a password in the repository?",
+    ),
+    ("Priya prefers written design reviews over meetings.", "How does Priya like to give feedback on architecture?"),
+    (
+        "Backups are encrypted with age and uploaded to cold storage nightly.",
+        "How do we protect our archived snapshots?",
+    ),
+]
 
 
 def main() -> None:
@@ -71,6 +91,9 @@ def main() -> None:
     )
     rng = np.random.default_rng(0)
     x, queries = sentences(table, vocab, args.n, rng), sentences(table, vocab, 200, rng)
+    planted_at = np.sort(rng.choice(args.n, len(PLANTED), replace=False))
+    x[planted_at] = enc.encode([claim for claim, _ in PLANTED])
+    planted_cues = enc.encode([cue for _, cue in PLANTED])
     n, dim = x.shape
     cues = [
         "Which database engine does our billing system use to store transactions?",
@@ -185,7 +208,13 @@ def main() -> None:
     first = time.perf_counter() - t
     ms = per_query(lambda q: index.similarities(repo, "t", "s", q, [1, 2, 3], K), queries)
     rec = recall(lambda q: np.array(list(index.similarities(repo, "t", "s", q, [], K))) - 1)
-    rows.append(("slowave VectorIndex (HNSW i8 + exact re-score)", ms, rec, f"{first:.1f} s first query"))
+    rows.append(("slowave VectorIndex (HNSW i8 + loose rows, exact re-score)", ms, rec, f"{first:.1f} s first query"))
+    nearest = [int(np.argmax(x @ c)) for c in planted_cues]
+    graph = index._scopes[("t", "s")].ann
+    by_graph = sum(
+        int(p) in set(np.asarray(graph.search(c, K).keys).tolist()) for p, c in zip(planted_at, planted_cues)
+    )
+    by_index = sum(int(p) + 1 in index.similarities(repo, "t", "s", c, [], K) for p, c in zip(planted_at, planted_cues))
     more = sentences(table, vocab, 100, rng)
     repo.rows += [Repo.Row(n + 1 + i, v.tobytes()) for i, v in enumerate(more)]
     t = time.perf_counter()
@@ -199,6 +228,10 @@ def main() -> None:
     print(
         f"\nVectorIndex: first query at {n:,} (read + build graph) {first:.1f} s; "
         f"a query after 100 new memories {catch_up:.1f} ms"
+    )
+    print(
+        f"Planted unlike claims: {sum(int(p) == m for p, m in zip(planted_at, nearest))} of {len(PLANTED)} are their "
+        f"cue's exact nearest; the graph alone returns {by_graph}, VectorIndex {by_index} (k = {K})."
     )
 
 

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from slowave.config import RetrievalLimits
+from slowave.dense_index import LOOSE_SHARE
 from slowave.domain import catalog as cat
 from slowave.domain.exposure import newly_exposed
 from slowave.domain.identifiers import episode_id, event_id, memory_id, memory_number, new_cursor_id
@@ -179,9 +180,12 @@ def _counters(row: Row) -> EvidenceCounters:
 
 
 def policy_version(semantic: SemanticChannel | None, limits: RetrievalLimits) -> str:
-    # How many dense candidates a retrieval takes changes what it finds, so it names the policy.
+    # How many dense candidates a retrieval takes, and which vectors it scans exactly beside the
+    # graph, change what it finds, so they name the policy.
     channels = (
-        f"hybrid(fts5,{semantic.label}).dense{limits.semantic_candidates}" if semantic is not None else "lexical(fts5)"
+        f"hybrid(fts5,{semantic.label}).dense{limits.semantic_candidates}+loose({LOOSE_SHARE:g})"
+        if semantic is not None
+        else "lexical(fts5)"
     )
     return f"{channels}.{RETRIEVAL_POLICY_VERSION}"
 

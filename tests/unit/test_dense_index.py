@@ -1,0 +1,214 @@
+"""Dense candidates (slowave.dense_index): exact cosines, the graph, newer rows and loose rows."""
+
+from __future__ import annotations
+
+import time
+from collections import namedtuple
+
+import numpy as np
+import pytest
+
+from slowave import dense_index
+from slowave.config import Settings
+from slowave.dense_index import VectorIndex
+from slowave.embedding import StaticEncoder
+
+VectorRow = namedtuple("VectorRow", "number vector")
+
+
+@pytest.fixture(scope="module")
+def encoder() -> StaticEncoder:
+    return StaticEncoder()
+
+
+class FakeRepo:
+    """A unit of work with the two vector reads VectorIndex makes, over an in-memory list of
+    (number, vector)."""
+
+    def __init__(self) -> None:
+        self.rows: list[VectorRow] = []
+        self.reads = 0
+        self.vectors = self
+
+    def add(self, vectors: np.ndarray, start: int) -> None:
+        for i, v in enumerate(vectors):
+            self.rows.append(VectorRow(start + i, v.astype(np.float32).tobytes()))
+
+    def latest_number(self, tenant, scope, encoder_id):
+        return self.rows[-1].number if self.rows else 0
+
+    def after(self, tenant, scope, encoder_id, after):
+        self.reads += 1
+        return [r for r in self.rows if r.number > after]
+
+
+def _unit(rng, n, dim=128):
+    # anisotropic, like real embeddings: a shared direction plus noise
+    x = rng.normal(size=(n, dim)).astype(np.float32) + 0.8 * rng.normal(size=dim).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _exact(matrix, numbers, query, k):
+    scores = matrix @ query
+    top = np.argsort(-scores)[:k]
+    return {int(numbers[i]): float(scores[i]) for i in top}
+
+
+def _templated(encoder, n):
+    services = [f"{a}-{b}" for a in ("billing", "search", "ledger", "auth", "media") for b in ("api", "worker", "cron")]
+    texts = [
+        f"The {services[i % len(services)]} service listens on port {1024 + i} in the {env} cluster."
+        for i, env in zip(range(n), ["staging", "prod", "eu", "us"] * n)
+    ]
+    return texts, encoder.encode(texts)
+
+
+UNLIKE = [
+    (
+        "Never commit credentials into git: secrets live only inside vault storage.",
+        "Is it okay to put a password in the repository?",
+    ),
+    ("Priya prefers written design reviews over meetings.", "How does Priya like to give feedback on architecture?"),
+    (
+        "Backups are encrypted with age and uploaded to cold storage nightly.",
+        "How do we protect our archived snapshots?",
+    ),
+]
+
+
+@pytest.mark.parametrize("ann_min_rows", [10**9, 500], ids=["exact-scan", "hnsw"])
+def test_dense_index_matches_exact_numpy_results(ann_min_rows):
+    rng = np.random.default_rng(7)
+    repo, index = FakeRepo(), VectorIndex("enc", ann_min_rows=ann_min_rows, background=False)
+    first = _unit(rng, 3000)
+    numbers = np.arange(10, 10 + 2 * len(first), 2)  # numbers are ascending, with gaps
+    for n, v in zip(numbers, first):
+        repo.rows.append(VectorRow(int(n), v.tobytes()))
+    queries = _unit(rng, 20)
+    recalls = []
+    for q in queries:
+        got = index.similarities(repo, "t", "s", q, also=[int(numbers[5]), 999_999], limit=50)
+        want = _exact(first, numbers, q, 50)
+        assert len(got) >= 50  # the limit, plus `also`
+        overlap = set(got) & set(want)
+        recalls.append(len(overlap) / 50)
+        for n in got:  # every returned cosine is exact, candidates and `also` alike
+            assert got[n] == pytest.approx(float(first[list(numbers).index(n)] @ q), abs=1e-5)
+        assert int(numbers[5]) in got and 999_999 not in got
+    # Random unit vectors are HNSW's worst case (no neighbourhood structure): recall varies by run.
+    assert np.mean(recalls) >= (1.0 if ann_min_rows > 3000 else 0.85)
+    assert repo.reads == 1  # the cache is read once, then validated by the newest number only
+
+    # New memories: the cache (and graph) take them in before the next query, which finds them.
+    fresh = _unit(rng, 5)
+    repo.add(fresh, start=int(numbers[-1]) + 1)
+    for i, v in enumerate(fresh):
+        got = index.similarities(repo, "t", "s", v, also=[], limit=10)
+        assert max(got, key=got.get) == int(numbers[-1]) + 1 + i
+        assert got[int(numbers[-1]) + 1 + i] == pytest.approx(1.0, abs=1e-5)
+    assert repo.reads == 2
+
+
+def test_dense_index_of_an_empty_scope_and_tiny_limits():
+    rng = np.random.default_rng(1)
+    repo, index = FakeRepo(), VectorIndex("enc", background=False)
+    assert index.similarities(repo, "t", "s", _unit(rng, 1)[0], also=[1], limit=5) == {}
+    repo.add(_unit(rng, 3), start=1)
+    got = index.similarities(repo, "t", "s", _unit(rng, 1)[0], also=[], limit=100)
+    assert set(got) == {1, 2, 3}
+
+
+def test_dense_index_serves_rows_the_graph_lacks_by_exact_scan():
+    """New vectors are found at once, before the background catch-up adds them to the graph, and
+    the graph ends up holding every row."""
+    rng = np.random.default_rng(3)
+    repo, index = FakeRepo(), VectorIndex("enc", ann_min_rows=500, background=False)
+    repo.add(_unit(rng, 1000), start=1)
+    index.similarities(repo, "t", "s", _unit(rng, 1)[0], also=[], limit=10)  # builds the graph
+    index.background = True
+    fresh = _unit(rng, 40)
+    repo.add(fresh, start=1001)
+    for i, v in enumerate(fresh):
+        got = index.similarities(repo, "t", "s", v, also=[], limit=10)
+        assert max(got, key=got.get) == 1001 + i
+    entry = index._scopes[("t", "s")]
+    deadline = time.monotonic() + 30
+    while entry.building and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert entry.ann_rows == entry.size == 1040
+
+
+def test_a_paraphrase_sharing_no_word_is_a_dense_candidate_through_the_graph(encoder):
+    """At and above the graph threshold the dense channel still finds, on its own, a memory that
+    shares no word with the cue, among thousands of templated claims."""
+    texts, vectors = _templated(encoder, 3000)
+    unlike = encoder.encode([UNLIKE[0][0]])
+    repo, index = FakeRepo(), VectorIndex("enc", ann_min_rows=1000, background=False)
+    repo.add(np.vstack([vectors, unlike]), start=1)
+    cue = UNLIKE[0][1]
+    assert not set(cue.casefold().rstrip("?").split()) & set(
+        UNLIKE[0][0].casefold().replace(":", "").rstrip(".").split()
+    )
+    got = index.similarities(
+        repo, "t", "s", encoder.encode([cue])[0], also=[], limit=Settings().limits.semantic_candidates
+    )
+    assert index._scopes[("t", "s")].ann is not None
+    assert len(texts) + 1 in got
+
+
+class _BulkOnlyGraph:
+    """Stands in for a graph that links unlike rows so weakly that no search reaches them (as
+    usearch's did at 100k memories): it answers with the nearest rows of the bulk only."""
+
+    def __init__(self, matrix, bulk):
+        self.matrix, self.bulk = matrix, np.asarray(bulk)
+
+    def search(self, query, count, threads=1):
+        scores = self.matrix[self.bulk] @ query
+        return namedtuple("Matches", "keys")(self.bulk[np.argsort(-scores)[:count]].astype(np.uint64))
+
+    def add(self, keys, rows, threads=1):
+        pass  # what it is given later, it never returns either
+
+
+def test_claims_unlike_the_scopes_bulk_are_loose_and_found_where_the_graph_misses_them(encoder):
+    """The few claims that fit the scope worst are scanned exactly by every search: a memory unlike
+    the thousands of claims around it, which a paraphrase means, is found even when the graph
+    never returns it. The loose rows are about LOOSE_SHARE of the scope, and a loose claim stored
+    after the graph was built becomes loose too."""
+    _, vectors = _templated(encoder, 3000)
+    unlike = encoder.encode([claim for claim, _ in UNLIKE])
+    rng = np.random.default_rng(11)
+    at = np.sort(rng.choice(len(vectors), len(UNLIKE) - 1, replace=False))  # inside the graph's snapshot
+    rows = np.insert(vectors, at, unlike[:-1], axis=0)
+    planted = at + np.arange(len(at))  # their positions once inserted
+    repo, index = FakeRepo(), VectorIndex("enc", ann_min_rows=1000, background=False)
+    repo.add(rows, start=1)
+    index.similarities(repo, "t", "s", unlike[0], also=[], limit=16)  # builds the graph and the fit
+    entry = index._scopes[("t", "s")]
+    assert set(planted.tolist()) <= set(entry.loose_positions.tolist())
+    assert len(entry.loose_positions) <= dense_index.LOOSE_SHARE * len(rows) + 1
+    entry.ann = _BulkOnlyGraph(entry.matrix, np.setdiff1d(np.arange(len(rows)), planted))
+
+    repo.add(unlike[-1:], start=len(rows) + 1)  # stored after the graph: caught up, and loose
+    index.similarities(repo, "t", "s", unlike[-1], also=[], limit=16)
+    assert entry.ann_rows == entry.size == len(rows) + 1 and len(rows) in entry.loose_positions.tolist()
+
+    numbers = [int(p) + 1 for p in planted] + [len(rows) + 1]
+    for (_, cue), number in zip(UNLIKE, numbers):
+        query = encoder.encode([cue])[0]
+        assert number in _exact(entry.matrix[: entry.size], np.arange(1, entry.size + 1), query, 16)
+        got = index.similarities(repo, "t", "s", query, also=[], limit=16)
+        assert number in got, cue
+        assert got[number] == pytest.approx(float(entry.matrix[number - 1] @ encoder.encode([cue])[0]), abs=1e-5)
+
+
+def test_results_hold_each_memory_once_when_the_graph_and_the_loose_rows_both_find_it(encoder):
+    _, vectors = _templated(encoder, 2000)
+    repo, index = FakeRepo(), VectorIndex("enc", ann_min_rows=1000, background=False)
+    repo.add(vectors, start=1)
+    index.similarities(repo, "t", "s", vectors[0], also=[], limit=16)
+    entry = index._scopes[("t", "s")]
+    loose = int(entry.loose_positions[0])
+    got = index.similarities(repo, "t", "s", vectors[loose], also=[], limit=16)
+    assert len(got) == 16 and loose + 1 in got
