@@ -12,7 +12,9 @@ and random sentences), the graph missed every planted unusual claim that was the
 nearest, and every one of them was loose (bench/results/history.md, 2026-12-04).
 
 The graph, the centres and the loose rows are built in the background, never on the request path,
-and extended with newer rows a few at a time; every cosine returned is exact (float32).
+and extended with newer rows a few at a time; when more than twice LOOSE_SHARE of the rows are
+loose (the scope has taken in claims of a new kind), the centres are measured again. Every cosine
+returned is exact (float32).
 """
 
 from __future__ import annotations
@@ -219,6 +221,15 @@ class VectorIndex:
                         entry.loose_positions = np.concatenate([entry.loose_positions, start + loose])
                         entry.loose_vectors = np.concatenate([entry.loose_vectors, rows[loose]])
                     entry.ann_rows = end
+                    n, matrix = end, entry.matrix
+                    refit = len(entry.loose_positions) > 2 * LOOSE_SHARE * n
+                if refit:
+                    # The scope has moved on from what its centres describe (claims of a new kind
+                    # keep arriving, all loose): measure the fit again, so the scan stays ~1 %.
+                    fit, loose = _fit_and_loose(matrix[:n])
+                    with entry.lock:
+                        entry.fit = fit
+                        entry.loose_positions, entry.loose_vectors = loose, np.ascontiguousarray(matrix[loose])
         except Exception:  # pragma: no cover - the exact scan keeps serving what the graph lacks
             log.exception("dense index: building the HNSW graph failed; scanning exactly")
         finally:

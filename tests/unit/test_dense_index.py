@@ -212,3 +212,27 @@ def test_results_hold_each_memory_once_when_the_graph_and_the_loose_rows_both_fi
     loose = int(entry.loose_positions[0])
     got = index.similarities(repo, "t", "s", vectors[loose], also=[], limit=16)
     assert len(got) == 16 and loose + 1 in got
+
+
+def test_the_loose_rows_stay_about_loose_share_when_the_scope_takes_in_claims_of_a_new_kind():
+    """Vectors unlike everything the centres were measured on arrive by the hundred: each is loose
+    when it comes, and once more than twice LOOSE_SHARE are, the fit is measured again over every
+    row, so the exact scan stays small and the new kind becomes part of the bulk."""
+    rng = np.random.default_rng(5)
+    old = _unit(rng, 2000)
+    shift = rng.normal(size=128).astype(np.float32)
+    new = rng.normal(size=(600, 128)).astype(np.float32) + 3 * shift
+    new /= np.linalg.norm(new, axis=1, keepdims=True)
+    repo, index = FakeRepo(), VectorIndex("enc", ann_min_rows=1000, background=False)
+    repo.add(old, start=1)
+    index.similarities(repo, "t", "s", old[0], also=[], limit=10)
+    entry = index._scopes[("t", "s")]
+    first_cut = entry.fit.cut
+    for start in range(0, len(new), 100):
+        repo.add(new[start : start + 100], start=len(old) + start + 1)
+        index.similarities(repo, "t", "s", new[start], also=[], limit=10)
+        assert len(entry.loose_positions) <= 2 * dense_index.LOOSE_SHARE * entry.ann_rows + 1
+    assert entry.ann_rows == entry.size == 2600
+    assert entry.fit.cut != first_cut  # measured again
+    got = index.similarities(repo, "t", "s", new[-1], also=[], limit=10)
+    assert max(got, key=got.get) == 2600
