@@ -46,7 +46,7 @@ were all loose with one centre per 1,000 vectors; with one per 200, two of five 
 TRAINING_ITERATIONS = 8
 TRAINING_SAMPLE = 32
 """Vectors sampled per centre to train the centres."""
-_CHUNK = 4_096  # rows per matrix product with the centres (bounds its memory: 8 MB at 500 centres)
+_CHUNK = 4_096  # rows per matrix product with the centres (bounds its memory)
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,8 @@ class _Fit:
 
 
 def _nearest(rows: Any, centres: Any) -> tuple[Any, Any]:
-    """Each row's nearest centre and its cosine to it, a chunk of rows at a time (the full matrix
-    of cosines at 100k rows would take 200 MB for a moment)."""
+    """Each row's nearest centre and its cosine to it, a chunk of rows at a time (the whole matrix
+    of cosines grows with rows x centres)."""
     import numpy as np
 
     index = np.empty(len(rows), dtype=np.int64)
