@@ -272,7 +272,10 @@ class VectorIndex:
         rest = np.einsum("ij,j->i", matrix[scanned:size], query)  # all rows, or those the graph lacks
         if scanned:
             # The graph's candidates and the loose rows (a row may be both), then the newer rows.
-            inside = np.setdiff1d(graph, loose_positions, assume_unique=True) if len(loose_positions) else graph
+            inside = graph
+            if len(loose_positions):  # ascending, so membership is a binary search
+                at = np.minimum(np.searchsorted(loose_positions, graph), len(loose_positions) - 1)
+                inside = graph[loose_positions[at] != graph]
             positions = np.concatenate([inside, loose_positions, np.arange(scanned, size)])
             scores = np.concatenate([matrix[inside] @ query, loose_vectors @ query, rest])
         else:
