@@ -174,3 +174,46 @@ def test_meaning_counts_in_full_only_where_no_memory_matches_the_cues_words(serv
     assert claim_alone in found_alone
     assert found_beside[0].memory_id == worded
     assert relevance_beside.get(claim_beside, 0.0) < found_alone[claim_alone]
+
+
+def test_an_unlike_memory_in_a_graph_served_scope_is_found_though_the_graph_never_returns_it(tmp_path):
+    """In a scope served by the dense graph, the memory least like the thousands around it (which a
+    paraphrase sharing no word with it means) is still returned over gRPC when the graph never
+    finds it: every search also scans the scope's loose vectors exactly (slowave.dense_index). At
+    100k memories usearch's graph behaved so; here a stand-in graph does, at a lowered threshold."""
+    from tests.unit.test_dense_index import UNLIKE, _BulkOnlyGraph, _templated
+
+    srv = start_test_server(tmp_path, semantic="static")
+    try:
+        index = srv.running.ctx.semantic.index
+        index.ann_min_rows, index.background = 500, False
+        texts, _ = _templated(StaticEncoder(), 800)
+        claim, cue = UNLIKE[0]
+        texts.insert(400, claim)
+        scope = new_scope()
+        seed = activate(srv.stub, scope, task="seeding memories", initial_goal="seed")
+        ids = []
+        for start in range(0, len(texts), 100):
+            items = [pb.RememberItem(content=t, type=res.MEMORY_TYPE_FACT) for t in texts[start : start + 100]]
+            batch = srv.stub.Remember(
+                pb.RememberRequest(session_id=seed.session_id, scope=scope, memories=items), timeout=60
+            ).batch
+            ids += [r.data.memory_id for r in batch.results]
+        unlike_id = ids[400]
+
+        first = activate(srv.stub, scope, task=cue)  # the graph and the loose vectors are built here
+        assert unlike_id in [m.memory_id for m in first.memories]
+        entry = index._scopes[("local", scope)]
+        assert entry.ann is not None and 400 in entry.loose_positions.tolist()
+        entry.ann = _BulkOnlyGraph(entry.matrix, [p for p in range(entry.size) if p != 400])
+
+        found = activate(srv.stub, scope, task=cue)
+        assert unlike_id in [m.memory_id for m in found.memories]
+        assert "+loose(0.01)" in found.retrieval_policy_version
+
+        loose = entry.loose_positions, entry.loose_vectors
+        entry.loose_positions, entry.loose_vectors = loose[0][:0], loose[1][:0]  # the graph alone
+        assert unlike_id not in [m.memory_id for m in activate(srv.stub, scope, task=cue).memories]
+        entry.loose_positions, entry.loose_vectors = loose
+    finally:
+        srv.stop()
