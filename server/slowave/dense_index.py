@@ -99,13 +99,13 @@ def _fit_and_loose(rows: Any) -> tuple[_Fit, Any]:
     import numpy as np
 
     count = max(1, min(len(rows) // 2, math.ceil(len(rows) / CENTRE_ROWS)))
-    fit = _Fit(_centres(rows, count, seed=len(rows)), cut=0.0)
-    fits = fit.of(rows)
+    centres = _centres(rows, count, seed=len(rows))
+    fits = _nearest(rows, centres)[1]
     loose = int(len(rows) * LOOSE_SHARE)
     if not loose:
-        return fit, np.empty(0, dtype=np.int64)
+        return _Fit(centres, cut=0.0), np.empty(0, dtype=np.int64)
     cut = float(np.partition(fits, loose)[loose])
-    return _Fit(fit.centres, cut), np.flatnonzero(fits < cut)
+    return _Fit(centres, cut), np.flatnonzero(fits < cut)
 
 
 @dataclass
@@ -142,6 +142,13 @@ class _Scope:
         self.matrix[self.size : need] = rows
         self.numbers[self.size : need] = numbers
         self.size = need
+
+    def measured(self, fit: _Fit, loose: Any, rows: int) -> None:
+        """Publishes a fit measured over rows [0, rows) and their loose positions (under the lock)."""
+        import numpy as np
+
+        self.fit = fit
+        self.loose_positions, self.loose_vectors = loose, np.ascontiguousarray(self.matrix[:rows][loose])
 
 
 def _new_graph(dim: int) -> Any:
@@ -219,8 +226,8 @@ class VectorIndex:
                 graph.add(np.arange(n, dtype=np.uint64), matrix[:n], threads=1)
                 fit, loose = _fit_and_loose(matrix[:n])
                 with entry.lock:
-                    entry.ann, entry.ann_rows, entry.fit = graph, n, fit
-                    entry.loose_positions, entry.loose_vectors = loose, np.ascontiguousarray(matrix[loose])
+                    entry.ann, entry.ann_rows = graph, n
+                    entry.measured(fit, loose, n)
             while True:
                 with entry.lock:
                     start, end = entry.ann_rows, min(entry.size, entry.ann_rows + ANN_CATCH_UP_ROWS)
@@ -241,8 +248,7 @@ class VectorIndex:
                     # keep arriving, all loose): measure the fit again, so the scan stays ~1 %.
                     fit, loose = _fit_and_loose(matrix[:n])
                     with entry.lock:
-                        entry.fit = fit
-                        entry.loose_positions, entry.loose_vectors = loose, np.ascontiguousarray(matrix[loose])
+                        entry.measured(fit, loose, n)
         except Exception:  # pragma: no cover - the exact scan keeps serving what the graph lacks
             log.exception("dense index: building the HNSW graph failed; scanning exactly")
         finally:
