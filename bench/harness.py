@@ -2,8 +2,9 @@
 
 * The server harness: `ServerProcess` (the installed `slowave-server` as a subprocess on a free
   loopback port; defined in quality.py and re-exported here), `EchoProcess` (a bare grpcio echo
-  server in its own process: the ceiling the perf benchmark compares against) and `memory_of(pid)`
-  (peak and current resident set size from /proc/<pid>/status).
+  server in its own process: the ceiling the perf benchmark compares against), `memory_of(pid)`
+  (peak and current resident set size from /proc/<pid>/status) and `MemorySampler` (peaks of a
+  server's own memory, RssAnon, apart from the memory-mapped database file, RssFile).
 * The preload: realistic templated claims (`claims`: services, people, ports, versions, tickets),
   the service-naming task cues that ask about them (`service_cue`), `load` (one seeding session,
   batch Remember of 100 claims per call, closed with Feedback + Commit; returns memories/s), and
@@ -23,6 +24,7 @@ import random
 import re
 import subprocess
 import sys
+import threading
 import time
 from concurrent import futures
 from dataclasses import astuple, dataclass
@@ -252,6 +254,59 @@ def memory_of(pid: int) -> dict[str, int]:
             if name in out:
                 out[name] += int(value.split()[0]) * 1024
     return out
+
+
+class MemorySampler:
+    """Peaks of a process tree's resident memory, split by kind, sampled every `interval` seconds
+    from /proc/<pid>/status while the `with` block runs.
+
+    VmHWM alone overstates a SQLite server's memory: the database file is memory-mapped (PRAGMA
+    mmap_size), so every page a process reads counts in its resident set as file-backed memory
+    (RssFile), the same page-cache pages in every process. RssAnon is what a process holds of its
+    own (heap, vectors, caches): the memory that grows with processes and that it cannot give back.
+    """
+
+    FIELDS = ("RssAnon", "RssFile", "RssShmem")
+
+    def __init__(self, pid: int, interval: float = 0.2) -> None:
+        self.pid, self.interval = pid, interval
+        self.peak_anon_total = 0  # the largest sum of RssAnon over the tree in one sample
+        self.peak_anon_process = 0  # the largest RssAnon of one process in any sample
+        self.peak_file_total = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
+
+    def sample(self) -> None:
+        anon_total = file_total = 0
+        for p in process_tree(self.pid):
+            try:
+                lines = Path(f"/proc/{p}/status").read_text().splitlines()
+            except OSError:
+                continue
+            fields = {}
+            for line in lines:
+                name, _, value = line.partition(":")
+                if name in self.FIELDS:
+                    fields[name] = int(value.split()[0]) * 1024
+            anon_total += fields.get("RssAnon", 0)
+            file_total += fields.get("RssFile", 0)
+            self.peak_anon_process = max(self.peak_anon_process, fields.get("RssAnon", 0))
+        self.peak_anon_total = max(self.peak_anon_total, anon_total)
+        self.peak_file_total = max(self.peak_file_total, file_total)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def __enter__(self) -> MemorySampler:
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
 
 
 def cpu_seconds(pid: int) -> float:
