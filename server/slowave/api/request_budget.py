@@ -12,28 +12,17 @@ Requests below the threshold — all ordinary traffic — are neither counted no
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import grpc
 
+from slowave.api.allocator import trimmer
 from slowave.api.status import abort, to_status
 from slowave.domain.errors import Overloaded
 
 LARGE_REQUEST_BYTES = 256 * 1024
 IN_FLIGHT_BYTES = 32 * 1024 * 1024  # four requests of the 8 MiB maximum
-
-
-def _malloc_trim() -> Callable[[], None]:
-    name = ctypes.util.find_library("c")
-    try:
-        trim = ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):  # not glibc: nothing to trim with
-        trim = None
-    return (lambda: trim(0)) if trim is not None else (lambda: None)
 
 
 class _OverBudget:
@@ -53,7 +42,7 @@ class RequestBudgetInterceptor(grpc.ServerInterceptor):
         self.prefix = prefix
         self._used = 0
         self._lock = threading.Lock()
-        self._trim = _malloc_trim()
+        self._trim = trimmer()
 
     @property
     def used(self) -> int:
