@@ -9,6 +9,7 @@ import json
 import socket
 import sys
 
+from slowave import dense_graph_files
 from slowave.domain.errors import StorageUnavailable
 from slowave.domain.identifiers import memory_number
 from slowave.service.context import ServiceContext
@@ -44,6 +45,7 @@ def cmd_erase(ctx: ServiceContext, args: argparse.Namespace) -> None:
             actor=_actor(),
             reason=args.reason,
             dry_run=args.dry_run,
+            graphs=dense_graph_files.for_store(ctx.settings, ctx.db),
         )
     except (LookupError, StorageUnavailable, TimeoutError) as exc:
         # Nothing was erased unless the message says the erasure is committed (reclaiming failed).
@@ -58,6 +60,7 @@ def cmd_erase(ctx: ServiceContext, args: argparse.Namespace) -> None:
                     "audit_id": report.audit_id,
                     "counts": counts,
                     "reclaimed": report.reclaimed,
+                    "graph_files_deleted": report.graph_files_deleted,
                 }
             )
         )
@@ -70,6 +73,8 @@ def cmd_erase(ctx: ServiceContext, args: argparse.Namespace) -> None:
         print(f"audit_id: {report.audit_id}")
     for step in report.reclaimed:
         print(f"reclaimed: {step}")
+    if report.graph_files_deleted:
+        print(f"saved dense graphs deleted: {report.graph_files_deleted}")
 
 
 def cmd_erasures(ctx: ServiceContext, args: argparse.Namespace) -> None:

@@ -109,6 +109,10 @@ class Settings:
     semantic: str = DEFAULT_SEMANTIC
     """The semantic retrieval channel: `static` (shipped static embeddings, no torch), `minilm`
     (all-MiniLM-L6-v2, needs the [semantic] extra) or `off` (lexical only)."""
+    graph_dir: str | None = None
+    """Where the dense graphs of large scopes are saved for the next start (slowave.dense_graph_files;
+    SLOWAVE_GRAPH_DIR). None: beside a SQLite database (`<file>-graphs`), none on PostgreSQL; "off"
+    saves none."""
     tenant: str = "local"
     """The single local tenant, used while no API key is configured or stored."""
     api_keys: tuple[KeyEntry, ...] = ()
@@ -126,6 +130,14 @@ class Settings:
     (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set, which also names where spans are exported."""
     limits: RetrievalLimits = field(default_factory=RetrievalLimits)
     pool: PoolOptions = field(default_factory=PoolOptions)
+
+    def graph_directory(self, sqlite_path: str | None) -> Path | None:
+        """The directory `graph_dir` names for a store (`sqlite_path`: its SQLite file, if any)."""
+        if self.graph_dir is None:
+            return Path(f"{sqlite_path}-graphs") if sqlite_path else None
+        if self.graph_dir.strip().lower() in ("", "off", "none"):
+            return None
+        return Path(self.graph_dir)
 
     @property
     def reaper_interval(self) -> float:
@@ -145,6 +157,8 @@ class Settings:
         kwargs["session_idle_timeout"] = parse_idle_timeout(env.get("SLOWAVE_SESSION_IDLE_TIMEOUT"))
         if env.get("SLOWAVE_SEMANTIC"):
             kwargs["semantic"] = parse_semantic(env["SLOWAVE_SEMANTIC"])
+        if env.get("SLOWAVE_GRAPH_DIR"):
+            kwargs["graph_dir"] = env["SLOWAVE_GRAPH_DIR"]
         pool = {
             key: cast(env[var])
             for var, key, cast in (

@@ -22,9 +22,11 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from slowave.dense_graph_files import GraphFiles
 from slowave.storage.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -34,6 +36,8 @@ ANN_MIN_ROWS = 20_000
 ANN_CONNECTIVITY = 16
 ANN_EXPANSION_ADD = 128
 ANN_EXPANSION_SEARCH = 256
+SAVE_GROWTH = 1.1
+"""A saved graph is saved again once the scope's graph holds this many times its rows."""
 ANN_CATCH_UP_ROWS = 16
 """Rows added to a published graph per hold of the scope's lock (≈ 5 ms: searches wait at most that)."""
 LOOSE_SHARE = 0.01
@@ -115,6 +119,8 @@ class _Scope:
     `ann_rows` of them (keyed by row position), the scope's fit, and its loose rows among them."""
 
     dim: int
+    key: tuple[str, str] = ("", "")
+    """(tenant, scope)."""
     latest: int = 0
     size: int = 0
     numbers: Any = None
@@ -125,6 +131,8 @@ class _Scope:
     loose_positions: Any = None
     loose_vectors: Any = None
     building: bool = False
+    saved_rows: int = 0
+    """Rows of the graph last saved or loaded (dense_graph_files)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def append(self, numbers: Any, rows: Any) -> None:
@@ -151,17 +159,21 @@ class _Scope:
         self.loose_positions, self.loose_vectors = loose, np.ascontiguousarray(self.matrix[:rows][loose])
 
 
+def _graph_parameters(dim: int) -> dict:
+    """What a graph is built with; a saved graph is loaded only if it was built with the same."""
+    return {
+        "ndim": dim,
+        "metric": "ip",
+        "dtype": "i8",
+        "connectivity": ANN_CONNECTIVITY,
+        "expansion_add": ANN_EXPANSION_ADD,
+    }
+
+
 def _new_graph(dim: int) -> Any:
     from usearch.index import Index
 
-    return Index(
-        ndim=dim,
-        metric="ip",
-        dtype="i8",
-        connectivity=ANN_CONNECTIVITY,
-        expansion_add=ANN_EXPANSION_ADD,
-        expansion_search=ANN_EXPANSION_SEARCH,
-    )
+    return Index(**_graph_parameters(dim), expansion_search=ANN_EXPANSION_SEARCH)
 
 
 class VectorIndex:
@@ -173,6 +185,8 @@ class VectorIndex:
         self.background = background
         self._scopes: dict[tuple[str, str], _Scope] = {}
         self._lock = threading.Lock()
+        self.files: GraphFiles | None = None
+        """Where graphs are saved for the next start and loaded from (None: built at every start)."""
 
     def _scope(self, uow: UnitOfWork, tenant: str, scope: str) -> _Scope | None:
         """The scope's cache, brought up to the newest vector of the request's transaction."""
@@ -193,7 +207,7 @@ class VectorIndex:
         with self._lock:
             entry = self._scopes.get((tenant, scope))
             if entry is None:
-                entry = self._scopes[(tenant, scope)] = _Scope(matrix.shape[1])
+                entry = self._scopes[(tenant, scope)] = _Scope(matrix.shape[1], (tenant, scope))
         with entry.lock:
             fresh = numbers > entry.latest  # another request may have appended some of them meanwhile
             if fresh.any():
@@ -221,19 +235,42 @@ class VectorIndex:
         try:
             if entry.ann is None:
                 with entry.lock:
-                    n, matrix = entry.size, entry.matrix  # rows [0, n) of this buffer never change
-                graph = _new_graph(entry.dim)
-                graph.add(np.arange(n, dtype=np.uint64), matrix[:n], threads=1)
+                    # Rows [0, n) of these buffers never change.
+                    n, matrix, numbers = entry.size, entry.matrix, entry.numbers
+                started = time.monotonic()
+                loaded = self._load(entry, numbers, matrix, n)
+                if loaded is not None:
+                    graph, n = loaded
+                    entry.saved_rows = n
+                else:
+                    graph = _new_graph(entry.dim)
+                    graph.add(np.arange(n, dtype=np.uint64), matrix[:n], threads=1)
+                log.info(
+                    "dense index: graph of %d vectors %s in %.2f s",
+                    n,
+                    "loaded" if loaded is not None else "built",
+                    time.monotonic() - started,
+                )
                 fit, loose = _fit_and_loose(matrix[:n])
                 with entry.lock:
                     entry.ann, entry.ann_rows = graph, n
                     entry.measured(fit, loose, n)
             while True:
+                save = None
                 with entry.lock:
                     start, end = entry.ann_rows, min(entry.size, entry.ann_rows + ANN_CATCH_UP_ROWS)
-                    if start >= end:
+                    if start >= end and self._save_due(entry):
+                        # Saved while this thread still holds `building`: nothing adds to the
+                        # graph meanwhile (searches may run beside the save).
+                        save = (start, entry.numbers, entry.matrix)
+                        entry.saved_rows = start
+                    elif start >= end:
                         entry.building = False  # under the lock: an append after this starts a new round
                         break
+                if save is not None:
+                    self._save(entry, *save)
+                    continue
+                with entry.lock:
                     rows = entry.matrix[start:end]
                     entry.ann.add(np.arange(start, end, dtype=np.uint64), rows, threads=1)
                     loose = np.flatnonzero(entry.fit.of(rows) < entry.fit.cut)
@@ -253,6 +290,38 @@ class VectorIndex:
             log.exception("dense index: building the HNSW graph failed; scanning exactly")
         finally:
             entry.building = False
+
+    def _save_due(self, entry: _Scope) -> bool:
+        """A graph is saved once built, and again when it has grown by SAVE_GROWTH since."""
+        return self.files is not None and entry.ann_rows > 0 and entry.ann_rows >= entry.saved_rows * SAVE_GROWTH
+
+    def _load(self, entry: _Scope, numbers: Any, matrix: Any, size: int) -> tuple[Any, int] | None:
+        if self.files is None:
+            return None
+        tenant, scope = entry.key
+        try:
+            return self.files.load(
+                tenant,
+                scope,
+                self.encoder_id,
+                _graph_parameters(entry.dim),
+                numbers,
+                matrix,
+                size,
+                lambda: _new_graph(entry.dim),
+            )
+        except Exception:  # pragma: no cover - a cache: build instead
+            log.exception("dense index: loading the saved graph failed; building it")
+            return None
+
+    def _save(self, entry: _Scope, rows: int, numbers: Any, matrix: Any) -> None:
+        tenant, scope = entry.key
+        try:
+            self.files.save(
+                tenant, scope, self.encoder_id, entry.ann, _graph_parameters(entry.dim), numbers, matrix, rows
+            )
+        except Exception:  # pragma: no cover - a cache: the next start builds instead
+            log.exception("dense index: saving the graph failed")
 
     def similarities(
         self, uow: UnitOfWork, tenant: str, scope: str, query: Any, also: list[int], limit: int

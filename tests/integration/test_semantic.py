@@ -217,3 +217,76 @@ def test_an_unlike_memory_in_a_graph_served_scope_is_found_though_the_graph_neve
         entry.loose_positions, entry.loose_vectors = loose
     finally:
         srv.stop()
+
+
+def _memory_ids(response) -> list[str]:
+    return [m.memory_id for m in response.memories]
+
+
+def test_a_restarted_server_loads_the_saved_dense_graph_and_erasure_deletes_it(tmp_path, monkeypatch):
+    """A graph-served scope's dense graph is saved (SLOWAVE_GRAPH_DIR; beside a SQLite file by
+    default), so the next start loads it instead of building it: the same cue gets the same page
+    over gRPC, and no row is added to a graph. Erasing a memory of the scope deletes the file."""
+    import os
+    import subprocess
+    import sys
+
+    import usearch.index
+
+    from tests.unit.test_dense_index import UNLIKE, _templated
+
+    graphs = tmp_path / "graphs"
+    texts, _ = _templated(StaticEncoder(), 800)
+    claim, cue = UNLIKE[0]
+    texts.insert(400, claim)
+    scope = new_scope()
+
+    first = start_test_server(tmp_path / "first", semantic="static", graph_dir=str(graphs))
+    url = first.database_url
+    try:
+        index = first.running.ctx.semantic.index
+        index.ann_min_rows, index.background = 500, False
+        seed = activate(first.stub, scope, task="seeding memories", initial_goal="seed")
+        ids = []
+        for start in range(0, len(texts), 100):
+            items = [pb.RememberItem(content=t, type=res.MEMORY_TYPE_FACT) for t in texts[start : start + 100]]
+            batch = first.stub.Remember(
+                pb.RememberRequest(session_id=seed.session_id, scope=scope, memories=items), timeout=60
+            ).batch
+            ids += [r.data.memory_id for r in batch.results]
+        before = activate(first.stub, scope, task=cue)  # the graph is built (and saved) here
+        assert ids[400] in _memory_ids(before)
+        assert len(list(graphs.rglob("*.graph"))) == 1
+    finally:
+        first.stop()
+
+    added: list[int] = []
+
+    class Counting(usearch.index.Index):
+        def add(self, keys, vectors, **kw):
+            added.append(len(keys))
+            return super().add(keys, vectors, **kw)
+
+    monkeypatch.setattr(usearch.index, "Index", Counting)
+    again = start_test_server(tmp_path / "again", semantic="static", graph_dir=str(graphs), database_url=url)
+    try:
+        index = again.running.ctx.semantic.index
+        index.ann_min_rows, index.background = 500, False
+        after = activate(again.stub, scope, task=cue)
+        assert _memory_ids(after) == _memory_ids(before)
+        assert index._scopes[("local", scope)].ann_rows == len(texts)
+        assert added == [], "the saved graph was loaded, not built"
+
+        env = {**os.environ, "SLOWAVE_DATABASE_URL": url, "SLOWAVE_GRAPH_DIR": str(graphs)}
+        erased = subprocess.run(
+            [sys.executable, "-m", "slowave.admin", "erase", "--tenant", "local", "--memory", ids[3], "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert erased.returncode == 0, erased.stderr
+        assert '"graph_files_deleted": 1' in erased.stdout
+        assert not list(graphs.rglob("*.graph"))
+    finally:
+        again.stop()

@@ -17,7 +17,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from slowave import tracing
+from slowave import dense_graph_files, tracing
 from slowave.api import allocator, supervisor
 from slowave.api.access_log import AccessLogInterceptor, configure_logging
 from slowave.api.auth import StartupRefused, prepare_security
@@ -103,6 +103,8 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
     if clock is None:
         clock = DatabaseClock(db) if db.dialect == "postgresql" else SystemClock()
     ctx = ServiceContext(db=db, settings=settings, clock=clock, semantic=load_semantic_channel(settings.semantic))
+    if ctx.semantic is not None:
+        ctx.semantic.index.files = dense_graph_files.for_store(settings, db)
     metrics = Metrics()
     metrics.instrument_database(db.engine)
     consolidator = Consolidator(ctx)

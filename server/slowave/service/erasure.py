@@ -20,8 +20,12 @@ What each kind of erasure touches:
   the cues of its retrievals (blanked when no other scope used them, else stripped of its words);
 - a tenant (`--all`): every scope it has, and all of its cues.
 
-In-process caches need nothing: the vector cache (embedding.VectorIndex) may still hold an erased
-memory's vector until the process restarts, but every candidate is re-read from the memories table,
+Saved dense graphs (dense_graph_files) hold quantised vectors of the memories, so the erased
+scopes' graphs are deleted once the erasure is committed; the next start builds them anew.
+
+In-process caches need nothing: the vector cache (dense_index.VectorIndex) may still hold an erased
+memory's vector until the process restarts (and does not save it again: a graph is saved only when
+the database holds every vector it covers), but every candidate is re-read from the memories table,
 where an erased memory is never retrievable; term profiles are cached by text, and no erased text
 is read again.
 """
@@ -33,6 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from slowave.dense_graph_files import GraphFiles
 from slowave.domain.claim_identity import claim_hash
 from slowave.domain.identifiers import memory_id
 from slowave.domain.relevance import (
@@ -64,6 +69,9 @@ class ErasureReport:
     audit_id: int | None = None
     dry_run: bool = False
     reclaimed: list[str] = field(default_factory=list)
+    scopes: set[str] = field(default_factory=set)
+    """The scopes whose content was erased."""
+    graph_files_deleted: int = 0
 
 
 class _DryRun(Exception):
@@ -79,6 +87,7 @@ def erase(
     actor: str,
     reason: str | None = None,
     dry_run: bool = False,
+    graphs: GraphFiles | None = None,
 ) -> ErasureReport:
     """Erases in one unit of work (a dry run performs it and rolls it back, so its counts are exact),
     then reclaims the freed bytes (SQLite VACUUM + WAL truncation; PostgreSQL VACUUM)."""
@@ -86,7 +95,7 @@ def erase(
     try:
         with db.transaction() as uow:
             uow.erasure.secure_delete(True)
-            _erase(uow, target, now, report.counts)
+            _erase(uow, target, now, report.counts, report.scopes)
             uow.erasure.merge_index()
             if dry_run:
                 uow.erasure.secure_delete(False)  # the connection goes back to the pool
@@ -105,21 +114,26 @@ def erase(
     except _DryRun:
         return report
     tables = {key.split(":", 1)[0] for key, n in report.counts.items() if n} | {"erasures"}
+    if graphs is not None:
+        for scope in sorted(report.scopes):
+            report.graph_files_deleted += graphs.erase(target.tenant, scope)
     report.reclaimed = reclaim(db.engine, db.sqlite_path, sorted(tables))
     return report
 
 
-def _erase(uow: UnitOfWork, target: ErasureTarget, now: datetime, counts: Counter[str]) -> None:
+def _erase(uow: UnitOfWork, target: ErasureTarget, now: datetime, counts: Counter[str], scopes: set[str]) -> None:
     tenant = target.tenant
     if target.everything:
         for scope in uow.erasure.scopes_of_tenant(tenant):
             _erase_scope(uow, tenant, scope, now, counts)
+            scopes.add(scope)
         for cue in uow.erasure.cues_of_tenant(tenant):
             if cue.terms:
                 uow.erasure.blank_cue(cue.number)
                 counts["cues: blanked"] += 1
     elif target.scope is not None:
         _erase_scope(uow, tenant, target.scope, now, counts)
+        scopes.add(target.scope)
     else:
         rows = uow.erasure.memories(tenant, target.memories)
         missing = set(target.memories) - {r.number for r in rows}
@@ -131,6 +145,7 @@ def _erase(uow: UnitOfWork, target: ErasureTarget, now: datetime, counts: Counte
             (r.source_session_id for r in rows if r.source_kind == "consolidated" and r.source_session_id), lock=True
         )
         for scope in sorted({r.scope for r in rows}):
+            scopes.add(scope)
             uow.memories.lock_claims_of_scope(tenant, scope)
             mine = [r for r in rows if r.scope == scope]
             vanished = _erase_memories(uow, tenant, scope, mine, now, counts, whole_scope=False)

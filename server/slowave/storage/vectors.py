@@ -16,6 +16,7 @@ _of_encoder = (
     _v.c.encoder_id == bindparam("encoder_id"),
 )
 _LATEST = select(func.max(_v.c.number)).where(*_of_encoder)
+_COUNT_UPTO = select(func.count()).select_from(_v).where(*_of_encoder, _v.c.number <= bindparam("upto"))
 _AFTER = select(_v.c.number, _v.c.vector).where(*_of_encoder, _v.c.number > bindparam("after")).order_by(_v.c.number)
 _has_vector = select(_v.c.number).where(_v.c.number == _m.c.number, _v.c.encoder_id == bindparam("encoder_id")).exists()
 _WITHOUT = (
@@ -43,6 +44,11 @@ class VectorStore:
     def latest_number(self, tenant: str, scope: str, encoder_id: str) -> int:
         """Read before every dense search (the replica's cache is validated against it)."""
         return self.ex.scalar(_LATEST, {"tenant": tenant, "scope": scope, "encoder_id": encoder_id}) or 0
+
+    def count_upto(self, tenant: str, scope: str, encoder_id: str, upto: int) -> int:
+        """The scope's vectors numbered up to `upto` (a saved dense graph is checked against it)."""
+        params = {"tenant": tenant, "scope": scope, "encoder_id": encoder_id, "upto": upto}
+        return self.ex.scalar(_COUNT_UPTO, params) or 0
 
     def after(self, tenant: str, scope: str, encoder_id: str, after: int) -> list[Any]:
         params = {"tenant": tenant, "scope": scope, "encoder_id": encoder_id, "after": after}

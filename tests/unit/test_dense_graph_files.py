@@ -1,0 +1,149 @@
+"""Saved dense graphs (slowave.dense_graph_files): loaded instead of built when they match the
+scope's rows exactly, deleted when they do not, never saved over rows the database no longer holds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import usearch.index
+
+from slowave.dense_graph_files import GraphFiles
+from slowave.dense_index import VectorIndex
+from tests.unit.test_dense_index import FakeRepo, _unit
+
+ENCODER = "test-encoder:v1"
+
+
+@pytest.fixture
+def added(monkeypatch) -> list[int]:
+    """How many rows each `add` to a dense graph carried (a build adds the whole scope at once)."""
+    sizes: list[int] = []
+
+    class Counting(usearch.index.Index):
+        def add(self, keys, vectors, **kw):
+            sizes.append(len(keys))
+            return super().add(keys, vectors, **kw)
+
+    monkeypatch.setattr(usearch.index, "Index", Counting)
+    return sizes
+
+
+def _index(files: GraphFiles | None) -> VectorIndex:
+    index = VectorIndex(ENCODER, ann_min_rows=500, background=False)
+    index.files = files
+    return index
+
+
+def _store(n: int, seed: int = 0) -> tuple[FakeRepo, np.ndarray]:
+    repo = FakeRepo()
+    vectors = _unit(np.random.default_rng(seed), n)
+    repo.add(vectors, 1)
+    return repo, vectors
+
+
+def _search(index: VectorIndex, repo: FakeRepo, queries: np.ndarray, k: int = 10) -> list[list[int]]:
+    return [sorted(index.similarities(repo, "t", "s", q, [], k)) for q in queries]
+
+
+def test_a_saved_graph_is_loaded_at_the_next_start_instead_of_built(tmp_path, added):
+    repo, vectors = _store(2000)
+    queries = _unit(np.random.default_rng(1), 20)
+    first = _index(GraphFiles(tmp_path))
+    before = _search(first, repo, queries)
+    assert added == [2000], "the first start builds the graph"
+    assert list(tmp_path.rglob("*.graph")), "and saves it"
+
+    added.clear()
+    again = _index(GraphFiles(tmp_path))
+    assert _search(again, repo, queries) == before
+    assert added == [], "the next start loads it: nothing is added"
+    entry = again._scopes[("t", "s")]
+    assert entry.ann_rows == 2000 and entry.saved_rows == 2000
+
+    # Rows stored since the save are added to the loaded graph, and found.
+    newer = _unit(np.random.default_rng(2), 40)
+    repo.add(newer, 2001)
+    got = again.similarities(repo, "t", "s", newer[5], [], 5)
+    assert sum(added) == 40
+    assert max(got, key=got.get) == 2006 and got[2006] == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("change", ["vector", "erased row", "torn file", "other parameters"])
+def test_a_saved_graph_that_does_not_match_the_scope_is_deleted_and_built_anew(tmp_path, added, change):
+    repo, vectors = _store(1500)
+    files = GraphFiles(tmp_path)
+    _search(_index(files), repo, vectors[:1])
+    (path,) = tmp_path.rglob("*.graph")
+    saved = path.read_bytes()
+
+    if change == "vector":  # a backup of another store restored at the same path: same numbers
+        repo.rows[700] = repo.rows[700]._replace(vector=_unit(np.random.default_rng(9), 1)[0].tobytes())
+    elif change == "erased row":
+        del repo.rows[700]
+    elif change == "torn file":
+        path.write_bytes(saved[: len(saved) // 2])
+    else:
+        path.write_bytes(saved.replace(b'"connectivity": 16', b'"connectivity": 32', 1))
+
+    found = path.read_bytes()
+    added.clear()
+    rebuilt = _index(files)
+    query = np.frombuffer(repo.rows[1000].vector, dtype=np.float32)
+    got = rebuilt.similarities(repo, "t", "s", query, [], 5)
+    assert added == [len(repo.rows)], "the graph is built anew"
+    assert repo.rows[1000].number in got
+    assert path.read_bytes() != found, "and saved for the rows it now covers"
+
+
+def test_no_graph_is_saved_over_rows_the_database_no_longer_holds(tmp_path):
+    repo, vectors = _store(1000)
+    held = {"count": 999}  # an erasure removed one of the rows this process read
+    files = GraphFiles(tmp_path, count_vectors=lambda tenant, scope, encoder, upto: held["count"])
+    _search(_index(files), repo, vectors[:1])
+    assert not list(tmp_path.rglob("*.graph"))
+
+    held["count"] = 1000
+    _search(_index(files), repo, vectors[:1])
+    assert len(list(tmp_path.rglob("*.graph"))) == 1
+
+
+def test_a_graph_is_saved_again_once_it_has_grown_by_a_tenth(tmp_path):
+    repo, vectors = _store(1000)
+    files = GraphFiles(tmp_path)
+    index = _index(files)
+    _search(index, repo, vectors[:1])
+    (path,) = tmp_path.rglob("*.graph")
+    first = path.read_bytes()
+    repo.add(_unit(np.random.default_rng(3), 50), 1001)
+    _search(index, repo, vectors[:1])
+    assert path.read_bytes() == first  # 1,050 rows: not yet
+    repo.add(_unit(np.random.default_rng(4), 60), 1051)
+    _search(index, repo, vectors[:1])
+    assert path.read_bytes() != first
+    assert index._scopes[("t", "s")].saved_rows == 1110
+
+
+def test_erasure_deletes_the_saved_graphs_of_a_scope_or_of_a_whole_tenant(tmp_path):
+    repo, vectors = _store(600)
+    files = GraphFiles(tmp_path)
+    for tenant, scope in (("t", "s"), ("t", "other"), ("u", "s")):
+        index = _index(files)
+        index.similarities(repo, tenant, scope, vectors[0], [], 3)
+    assert len(list(tmp_path.rglob("*.graph"))) == 3
+    assert files.erase("t", "s") == 1
+    assert not files.path("t", "s", ENCODER).exists() and files.path("t", "other", ENCODER).exists()
+    assert files.erase("u") == 1
+    assert [p for p in tmp_path.rglob("*.graph")] == [files.path("t", "other", ENCODER)]
+    assert "s" not in {p.stem for p in tmp_path.rglob("*")}, "file names hold no scope text"
+
+
+def test_graphs_are_saved_beside_a_sqlite_file_by_default_nowhere_on_postgresql_unless_configured():
+    from pathlib import Path
+
+    from slowave.config import Settings
+
+    assert Settings().graph_directory("/srv/data/slowave.db") == Path("/srv/data/slowave.db-graphs")
+    assert Settings().graph_directory(None) is None  # PostgreSQL
+    configured = Settings.from_env({"SLOWAVE_GRAPH_DIR": "/var/cache/slowave"})
+    assert configured.graph_directory(None) == Path("/var/cache/slowave")
+    assert Settings.from_env({"SLOWAVE_GRAPH_DIR": "off"}).graph_directory("/srv/data/slowave.db") is None
