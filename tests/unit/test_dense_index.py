@@ -236,3 +236,51 @@ def test_the_loose_rows_stay_about_loose_share_when_the_scope_takes_in_claims_of
     assert entry.fit.cut != first_cut  # measured again
     got = index.similarities(repo, "t", "s", new[-1], also=[], limit=10)
     assert max(got, key=got.get) == 2600
+
+
+def test_concurrent_first_searches_of_a_scope_read_its_vectors_once():
+    """A process that has not served a scope yet, hit by many requests at once, reads the scope's
+    vectors once: the others wait for that read instead of each reading them all."""
+    import threading
+
+    class SlowRepo(FakeRepo):
+        def __init__(self) -> None:
+            super().__init__()
+            self.asked = 0
+            self.release = threading.Event()
+            self.lock = threading.Lock()
+
+        def latest_number(self, tenant, scope, encoder_id):
+            with self.lock:
+                self.asked += 1
+            return super().latest_number(tenant, scope, encoder_id)
+
+        def after(self, tenant, scope, encoder_id, after):
+            with self.lock:
+                self.reads += 1
+            self.release.wait(timeout=60)
+            return [r for r in self.rows if r.number > after]
+
+    repo = SlowRepo()
+    vectors = _unit(np.random.default_rng(0), 300)
+    repo.add(vectors, 1)
+    index = VectorIndex("enc")
+    results: list[dict] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(index.similarities(repo, "t", "s", vectors[0], [], 3)))
+        for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    while repo.asked < 8 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    # Every request is past its first read; a concurrent second read would show within this window.
+    window = time.monotonic() + 0.3
+    while repo.reads < 2 and time.monotonic() < window:
+        time.sleep(0.001)
+    repo.release.set()
+    for t in threads:
+        t.join(timeout=60)
+    assert repo.reads == 1
+    assert len(results) == 8 and all(1 in r for r in results)
