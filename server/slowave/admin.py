@@ -6,6 +6,7 @@ Output is for people; each value is printed under the name the contract gives it
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -39,21 +40,12 @@ def cmd_consolidate(ctx: ServiceContext, _args: argparse.Namespace) -> None:
 def cmd_embed(ctx: ServiceContext, args: argparse.Namespace) -> None:
     """Backfills vectors of memories stored while the semantic channel was off (or another encoder)."""
     from slowave.embedding import load_semantic_channel
+    from slowave.service.vector_backfill import embed_missing
 
     # The configured encoder (SLOWAVE_SEMANTIC), or the default one where it is off.
     channel = load_semantic_channel(ctx.settings.semantic if ctx.settings.semantic != "off" else True)
     assert channel is not None
-    done = 0
-    while True:
-        with ctx.db.transaction() as uow:
-            rows = uow.vectors.memories_without_vector(channel.encoder.encoder_id, args.batch)
-        if not rows:
-            break
-        vectors = channel.embed([r.content for r in rows])  # outside any transaction
-        with ctx.db.transaction() as uow:
-            for row, vector in zip(rows, vectors):
-                uow.vectors.insert(row.number, row.tenant, row.scope, channel.encoder.encoder_id, vector)
-        done += len(rows)
+    done = embed_missing(dataclasses.replace(ctx, semantic=channel), args.batch)
     print(f"embedded: {done}")
 
 

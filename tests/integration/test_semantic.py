@@ -290,3 +290,52 @@ def test_a_restarted_server_loads_the_saved_dense_graph_and_erasure_deletes_it(t
         assert not list(graphs.rglob("*.graph"))
     finally:
         again.stop()
+
+
+def test_memories_stored_while_the_channel_was_off_get_vectors_when_a_server_with_it_starts(tmp_path):
+    """A store written with SLOWAVE_SEMANTIC=off (or under another embedding model): the next server
+    with the channel embeds those memories in the background (service.vector_backfill), and the
+    paraphrase that only the channel finds comes back over gRPC."""
+    scope = new_scope()
+    off = start_test_server(tmp_path / "off", semantic="off")
+    url = off.database_url
+    try:
+        claim_id = _store(off.stub, scope)[0]
+        assert claim_id not in _memory_ids(activate(off.stub, scope, task=PARAPHRASE))
+    finally:
+        off.stop()
+    on = start_test_server(tmp_path / "on", semantic="static", database_url=url)
+    try:
+        assert on.running.backfill.wait(timeout=120)
+        # (plus the session's lesson, if the first server consolidated it before it stopped)
+        assert on.running.backfill.embedded >= 1 + len(DISTRACTORS)
+        assert _memory_ids(activate(on.stub, scope, task=PARAPHRASE))[:1] == [claim_id]
+    finally:
+        on.stop()
+
+
+def test_slowave_admin_embed_stores_the_missing_vectors(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    scope = new_scope()
+    off = start_test_server(tmp_path / "off", semantic="off")
+    url = off.database_url
+    try:
+        claim_id = _store(off.stub, scope)[0]
+    finally:
+        off.stop()
+    env = {**os.environ, "SLOWAVE_DATABASE_URL": url, "SLOWAVE_SEMANTIC": "static"}
+    command = [sys.executable, "-m", "slowave.admin", "embed", "--batch", "2"]
+    first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert int(first.stdout.split("embedded:")[1]) >= 1 + len(DISTRACTORS)
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert "embedded: 0" in again.stdout
+    on = start_test_server(tmp_path / "on", semantic="static", database_url=url)
+    try:
+        assert on.running.backfill.wait(timeout=120) and on.running.backfill.embedded == 0
+        assert _memory_ids(activate(on.stub, scope, task=PARAPHRASE))[:1] == [claim_id]
+    finally:
+        on.stop()

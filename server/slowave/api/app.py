@@ -35,6 +35,7 @@ from slowave.service.consolidation import Consolidator
 from slowave.service.context import ServiceContext
 from slowave.service.reaper import Reaper
 from slowave.service.retrieval import policy_version
+from slowave.service.vector_backfill import VectorBackfill
 from slowave.storage.database import Database, WalCheckpointer
 from slowave.v1 import memory_service_pb2 as pb
 
@@ -70,6 +71,7 @@ class RunningServer:
     consolidator: Consolidator
     gauges: GaugeRefresher
     checkpointer: WalCheckpointer | None = None
+    backfill: VectorBackfill | None = None
     metrics_port: int | None = None
     _metrics_http: object | None = None
 
@@ -82,6 +84,8 @@ class RunningServer:
         self.drain.begin()
         self.drain.wait_idle(grace)
         self.server.stop(max(0.0, deadline - time.monotonic())).wait()
+        if self.backfill is not None:
+            self.backfill.stop()
         if self.ctx.settings.background_work:
             self.reaper.stop()
             self.consolidator.stop()
@@ -146,12 +150,14 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     gauges = GaugeRefresher(ctx, metrics, settings.gauge_refresh_seconds)
-    checkpointer = None
+    checkpointer = backfill = None
     if settings.background_work:
         reaper.start()
         consolidator.start()
         gauges.start()
         checkpointer = db.background_checkpoints(settings.wal_checkpoint_seconds)
+        backfill = VectorBackfill(ctx)
+        backfill.start()
     running = RunningServer(
         server,
         port,
@@ -164,6 +170,7 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
         consolidator,
         gauges,
         checkpointer=checkpointer,
+        backfill=backfill,
     )
     if settings.metrics_addr:
         running._metrics_http = metrics.serve(settings.metrics_addr)

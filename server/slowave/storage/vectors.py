@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import Integer, bindparam, func, or_, select
 
 from slowave.storage import tables as t
-from slowave.storage.executor import Executor
+from slowave.storage.erasure import ERASED_REASON
+from slowave.storage.executor import Executor, any_of, values_of
 
 _m, _v = t.memories, t.memory_vectors
 _of_encoder = (
@@ -21,9 +22,12 @@ _AFTER = select(_v.c.number, _v.c.vector).where(*_of_encoder, _v.c.number > bind
 _has_vector = select(_v.c.number).where(_v.c.number == _m.c.number, _v.c.encoder_id == bindparam("encoder_id")).exists()
 _WITHOUT = (
     select(_m.c.number, _m.c.tenant, _m.c.scope, _m.c.content)
-    .where(~_has_vector)
+    .where(~_has_vector, or_(_m.c.stale_reason.is_(None), _m.c.stale_reason != ERASED_REASON))
     .order_by(_m.c.number)
     .limit(bindparam("limit"))
+)
+_WITH_VECTOR = select(_v.c.number).where(
+    _v.c.encoder_id == bindparam("encoder_id"), any_of(_v.c.number, values_of("numbers", Integer()))
 )
 
 
@@ -38,7 +42,12 @@ class VectorStore:
     def insert_many(self, rows: list[dict[str, Any]]) -> None:
         self.ex.insert_many(_v, rows)
 
+    def with_vector(self, encoder_id: str, numbers: list[int]) -> set[int]:
+        """Which of the memories have a vector of the encoder."""
+        return {r.number for r in self.ex.rows(_WITH_VECTOR, {"encoder_id": encoder_id, "numbers": numbers})}
+
     def memories_without_vector(self, encoder_id: str, limit: int) -> list[Any]:
+        """The oldest memories with no vector of the encoder (erased ones aside)."""
         return self.ex.rows(_WITHOUT, {"encoder_id": encoder_id, "limit": limit})
 
     def latest_number(self, tenant: str, scope: str, encoder_id: str) -> int:
