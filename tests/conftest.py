@@ -95,3 +95,20 @@ def make_server(tmp_path):
     yield make
     for srv in started:
         srv.stop()
+
+
+@pytest.fixture
+def graph_adds(monkeypatch) -> list[int]:
+    """How many rows each `add` to a dense graph (usearch) carried: a build adds a whole scope at
+    once, a saved graph that was loaded adds only the rows stored since."""
+    import usearch.index
+
+    sizes: list[int] = []
+
+    class Counting(usearch.index.Index):
+        def add(self, keys, vectors, **kw):
+            sizes.append(len(keys))
+            return super().add(keys, vectors, **kw)
+
+    monkeypatch.setattr(usearch.index, "Index", Counting)
+    return sizes

@@ -43,6 +43,17 @@ def _store(stub, scope, texts=(CLAIM, *DISTRACTORS)):
     return ids
 
 
+def _remember_facts(stub, scope, texts) -> list[str]:
+    """Stores the texts as facts through one session, 100 per batch Remember; their ids in order."""
+    seed = activate(stub, scope, task="seeding memories", initial_goal="seed")
+    ids = []
+    for start in range(0, len(texts), 100):
+        items = [pb.RememberItem(content=t, type=res.MEMORY_TYPE_FACT) for t in texts[start : start + 100]]
+        batch = stub.Remember(pb.RememberRequest(session_id=seed.session_id, scope=scope, memories=items), timeout=60)
+        ids += [r.data.memory_id for r in batch.batch.results]
+    return ids
+
+
 def _words(text: str) -> set[str]:
     return {w.strip(".,?!").casefold() for w in text.split()}
 
@@ -191,15 +202,7 @@ def test_an_unlike_memory_in_a_graph_served_scope_is_found_though_the_graph_neve
         claim, cue = UNLIKE[0]
         texts.insert(400, claim)
         scope = new_scope()
-        seed = activate(srv.stub, scope, task="seeding memories", initial_goal="seed")
-        ids = []
-        for start in range(0, len(texts), 100):
-            items = [pb.RememberItem(content=t, type=res.MEMORY_TYPE_FACT) for t in texts[start : start + 100]]
-            batch = srv.stub.Remember(
-                pb.RememberRequest(session_id=seed.session_id, scope=scope, memories=items), timeout=60
-            ).batch
-            ids += [r.data.memory_id for r in batch.results]
-        unlike_id = ids[400]
+        unlike_id = _remember_facts(srv.stub, scope, texts)[400]
 
         first = activate(srv.stub, scope, task=cue)  # the graph and the loose vectors are built here
         assert unlike_id in [m.memory_id for m in first.memories]
@@ -223,15 +226,13 @@ def _memory_ids(response) -> list[str]:
     return [m.memory_id for m in response.memories]
 
 
-def test_a_restarted_server_loads_the_saved_dense_graph_and_erasure_deletes_it(tmp_path, monkeypatch):
+def test_a_restarted_server_loads_the_saved_dense_graph_and_erasure_deletes_it(tmp_path, graph_adds):
     """A graph-served scope's dense graph is saved (SLOWAVE_GRAPH_DIR; beside a SQLite file by
     default), so the next start loads it instead of building it: the same cue gets the same page
     over gRPC, and no row is added to a graph. Erasing a memory of the scope deletes the file."""
     import os
     import subprocess
     import sys
-
-    import usearch.index
 
     from tests.unit.test_dense_index import UNLIKE, _templated
 
@@ -246,28 +247,15 @@ def test_a_restarted_server_loads_the_saved_dense_graph_and_erasure_deletes_it(t
     try:
         index = first.running.ctx.semantic.index
         index.ann_min_rows, index.background = 500, False
-        seed = activate(first.stub, scope, task="seeding memories", initial_goal="seed")
-        ids = []
-        for start in range(0, len(texts), 100):
-            items = [pb.RememberItem(content=t, type=res.MEMORY_TYPE_FACT) for t in texts[start : start + 100]]
-            batch = first.stub.Remember(
-                pb.RememberRequest(session_id=seed.session_id, scope=scope, memories=items), timeout=60
-            ).batch
-            ids += [r.data.memory_id for r in batch.results]
+        ids = _remember_facts(first.stub, scope, texts)
         before = activate(first.stub, scope, task=cue)  # the graph is built (and saved) here
         assert ids[400] in _memory_ids(before)
         assert len(list(graphs.rglob("*.graph"))) == 1
     finally:
         first.stop()
+    assert graph_adds == [len(texts)], "the first server built the graph"
 
-    added: list[int] = []
-
-    class Counting(usearch.index.Index):
-        def add(self, keys, vectors, **kw):
-            added.append(len(keys))
-            return super().add(keys, vectors, **kw)
-
-    monkeypatch.setattr(usearch.index, "Index", Counting)
+    graph_adds.clear()
     again = start_test_server(tmp_path / "again", semantic="static", graph_dir=str(graphs), database_url=url)
     try:
         index = again.running.ctx.semantic.index
@@ -275,7 +263,7 @@ def test_a_restarted_server_loads_the_saved_dense_graph_and_erasure_deletes_it(t
         after = activate(again.stub, scope, task=cue)
         assert _memory_ids(after) == _memory_ids(before)
         assert index._scopes[("local", scope)].ann_rows == len(texts)
-        assert added == [], "the saved graph was loaded, not built"
+        assert graph_adds == [], "the saved graph was loaded, not built"
 
         env = {**os.environ, "SLOWAVE_DATABASE_URL": url, "SLOWAVE_GRAPH_DIR": str(graphs)}
         erased = subprocess.run(

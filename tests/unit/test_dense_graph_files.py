@@ -5,27 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import usearch.index
 
 from slowave.dense_graph_files import GraphFiles
 from slowave.dense_index import VectorIndex
 from tests.unit.test_dense_index import FakeRepo, _unit
 
 ENCODER = "test-encoder:v1"
-
-
-@pytest.fixture
-def added(monkeypatch) -> list[int]:
-    """How many rows each `add` to a dense graph carried (a build adds the whole scope at once)."""
-    sizes: list[int] = []
-
-    class Counting(usearch.index.Index):
-        def add(self, keys, vectors, **kw):
-            sizes.append(len(keys))
-            return super().add(keys, vectors, **kw)
-
-    monkeypatch.setattr(usearch.index, "Index", Counting)
-    return sizes
 
 
 def _index(files: GraphFiles | None) -> VectorIndex:
@@ -45,18 +30,18 @@ def _search(index: VectorIndex, repo: FakeRepo, queries: np.ndarray, k: int = 10
     return [sorted(index.similarities(repo, "t", "s", q, [], k)) for q in queries]
 
 
-def test_a_saved_graph_is_loaded_at_the_next_start_instead_of_built(tmp_path, added):
+def test_a_saved_graph_is_loaded_at_the_next_start_instead_of_built(tmp_path, graph_adds):
     repo, vectors = _store(2000)
     queries = _unit(np.random.default_rng(1), 20)
     first = _index(GraphFiles(tmp_path))
     before = _search(first, repo, queries)
-    assert added == [2000], "the first start builds the graph"
+    assert graph_adds == [2000], "the first start builds the graph"
     assert list(tmp_path.rglob("*.graph")), "and saves it"
 
-    added.clear()
+    graph_adds.clear()
     again = _index(GraphFiles(tmp_path))
     assert _search(again, repo, queries) == before
-    assert added == [], "the next start loads it: nothing is added"
+    assert graph_adds == [], "the next start loads it: nothing is added"
     entry = again._scopes[("t", "s")]
     assert entry.ann_rows == 2000 and entry.saved_rows == 2000
 
@@ -64,12 +49,12 @@ def test_a_saved_graph_is_loaded_at_the_next_start_instead_of_built(tmp_path, ad
     newer = _unit(np.random.default_rng(2), 40)
     repo.add(newer, 2001)
     got = again.similarities(repo, "t", "s", newer[5], [], 5)
-    assert sum(added) == 40
+    assert sum(graph_adds) == 40
     assert max(got, key=got.get) == 2006 and got[2006] == pytest.approx(1.0, abs=1e-5)
 
 
 @pytest.mark.parametrize("change", ["vector", "erased row", "torn file", "other parameters"])
-def test_a_saved_graph_that_does_not_match_the_scope_is_deleted_and_built_anew(tmp_path, added, change):
+def test_a_saved_graph_that_does_not_match_the_scope_is_deleted_and_built_anew(tmp_path, graph_adds, change):
     repo, vectors = _store(1500)
     files = GraphFiles(tmp_path)
     _search(_index(files), repo, vectors[:1])
@@ -86,11 +71,11 @@ def test_a_saved_graph_that_does_not_match_the_scope_is_deleted_and_built_anew(t
         path.write_bytes(saved.replace(b'"connectivity": 16', b'"connectivity": 32', 1))
 
     found = path.read_bytes()
-    added.clear()
+    graph_adds.clear()
     rebuilt = _index(files)
     query = np.frombuffer(repo.rows[1000].vector, dtype=np.float32)
     got = rebuilt.similarities(repo, "t", "s", query, [], 5)
-    assert added == [len(repo.rows)], "the graph is built anew"
+    assert graph_adds == [len(repo.rows)], "the graph is built anew"
     assert repo.rows[1000].number in got
     assert path.read_bytes() != found, "and saved for the rows it now covers"
 
