@@ -198,9 +198,10 @@ class VectorIndex:
             return None
         with self._lock:
             entry = self._scopes.get((tenant, scope))
-            reading = self._reading.setdefault((tenant, scope), threading.Lock())
         if entry is not None and entry.latest >= latest:
             return self._caught_up(entry)
+        with self._lock:
+            reading = self._reading.setdefault((tenant, scope), threading.Lock())
         # One request per scope reads the rows it lacks; the others wait for it and then find the
         # cache caught up. (Each reading them all at once, sixteen requests arriving at a process
         # that had not served the scope yet read its 100k vectors sixteen times over: ≈ 1 s of

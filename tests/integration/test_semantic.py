@@ -282,7 +282,7 @@ def test_a_restarted_server_loads_the_saved_dense_graph_and_erasure_deletes_it(t
 
 def test_memories_stored_while_the_channel_was_off_get_vectors_when_a_server_with_it_starts(tmp_path):
     """A store written with SLOWAVE_SEMANTIC=off (or under another embedding model): the next server
-    with the channel embeds those memories in the background (service.vector_backfill), and the
+    with the channel embeds those memories before it serves (service.vector_backfill), and the
     paraphrase that only the channel finds comes back over gRPC."""
     scope = new_scope()
     off = start_test_server(tmp_path / "off", semantic="off")
@@ -294,9 +294,8 @@ def test_memories_stored_while_the_channel_was_off_get_vectors_when_a_server_wit
         off.stop()
     on = start_test_server(tmp_path / "on", semantic="static", database_url=url)
     try:
-        assert on.running.backfill.wait(timeout=120)
         # (plus the session's lesson, if the first server consolidated it before it stopped)
-        assert on.running.backfill.embedded >= 1 + len(DISTRACTORS)
+        assert on.running.backfilled >= 1 + len(DISTRACTORS)
         assert _memory_ids(activate(on.stub, scope, task=PARAPHRASE))[:1] == [claim_id]
     finally:
         on.stop()
@@ -323,7 +322,7 @@ def test_slowave_admin_embed_stores_the_missing_vectors(tmp_path):
     assert "embedded: 0" in again.stdout
     on = start_test_server(tmp_path / "on", semantic="static", database_url=url)
     try:
-        assert on.running.backfill.wait(timeout=120) and on.running.backfill.embedded == 0
+        assert on.running.backfilled == 0
         assert _memory_ids(activate(on.stub, scope, task=PARAPHRASE))[:1] == [claim_id]
     finally:
         on.stop()

@@ -35,7 +35,7 @@ from slowave.service.consolidation import Consolidator
 from slowave.service.context import ServiceContext
 from slowave.service.reaper import Reaper
 from slowave.service.retrieval import policy_version
-from slowave.service.vector_backfill import VectorBackfill
+from slowave.service.vector_backfill import backfill
 from slowave.storage.database import Database, WalCheckpointer
 from slowave.v1 import memory_service_pb2 as pb
 
@@ -71,7 +71,8 @@ class RunningServer:
     consolidator: Consolidator
     gauges: GaugeRefresher
     checkpointer: WalCheckpointer | None = None
-    backfill: VectorBackfill | None = None
+    backfilled: int = 0
+    """Memories embedded at start (service.vector_backfill)."""
     metrics_port: int | None = None
     _metrics_http: object | None = None
 
@@ -84,8 +85,6 @@ class RunningServer:
         self.drain.begin()
         self.drain.wait_idle(grace)
         self.server.stop(max(0.0, deadline - time.monotonic())).wait()
-        if self.backfill is not None:
-            self.backfill.stop()
         if self.ctx.settings.background_work:
             self.reaper.stop()
             self.consolidator.stop()
@@ -146,18 +145,17 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
     port = security.add_port(server, settings.listen_addr)
     if port == 0:
         raise RuntimeError(f"could not bind {settings.listen_addr}")
+    backfilled = backfill(ctx) if settings.background_work else 0  # before serving: see vector_backfill
     server.start()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     gauges = GaugeRefresher(ctx, metrics, settings.gauge_refresh_seconds)
-    checkpointer = backfill = None
+    checkpointer = None
     if settings.background_work:
         reaper.start()
         consolidator.start()
         gauges.start()
         checkpointer = db.background_checkpoints(settings.wal_checkpoint_seconds)
-        backfill = VectorBackfill(ctx)
-        backfill.start()
     running = RunningServer(
         server,
         port,
@@ -170,7 +168,7 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
         consolidator,
         gauges,
         checkpointer=checkpointer,
-        backfill=backfill,
+        backfilled=backfilled,
     )
     if settings.metrics_addr:
         running._metrics_http = metrics.serve(settings.metrics_addr)
@@ -241,7 +239,9 @@ def _supervise(settings: Settings) -> None:
     db = Database(settings.database_url, settings.pool)
     try:
         db.migrate()
-        prepare_security(ServiceContext(db=db, settings=settings))
+        ctx = ServiceContext(db=db, settings=settings, semantic=load_semantic_channel(settings.semantic))
+        prepare_security(ctx)
+        backfill(ctx)
     finally:
         db.dispose()
     supervised = supervisor.Supervisor(settings)

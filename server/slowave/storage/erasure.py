@@ -57,7 +57,7 @@ _ids = values_of("ids", String())
 _tenant = bindparam("tenant")
 _scope = bindparam("scope")
 
-_not_erased = or_(_m.c.stale_reason.is_(None), _m.c.stale_reason != ERASED_REASON)
+NOT_ERASED = or_(_m.c.stale_reason.is_(None), _m.c.stale_reason != ERASED_REASON)
 _MEMORY_COLUMNS = (
     _m.c.number,
     _m.c.scope,
@@ -70,11 +70,11 @@ _MEMORY_COLUMNS = (
     _m.c.occasion,
 )
 _SCOPE_MEMORIES = (
-    select(*_MEMORY_COLUMNS).where(_m.c.tenant == _tenant, _m.c.scope == _scope, _not_erased).order_by(_m.c.number)
+    select(*_MEMORY_COLUMNS).where(_m.c.tenant == _tenant, _m.c.scope == _scope, NOT_ERASED).order_by(_m.c.number)
 )
 _MEMORIES = (
     select(*_MEMORY_COLUMNS)
-    .where(_m.c.tenant == _tenant, any_of(_m.c.number, _numbers), _not_erased)
+    .where(_m.c.tenant == _tenant, any_of(_m.c.number, _numbers), NOT_ERASED)
     .order_by(_m.c.number)
 )
 # Memories stored after `after` in the same session carry its terms in their session context.
@@ -86,7 +86,7 @@ _CONTEXT_HOLDERS = (
         _m.c.source_session_id == bindparam("session_id"),
         _m.c.number > bindparam("after"),
         _m.c.context_terms.isnot(None),
-        _not_erased,
+        NOT_ERASED,
     )
     .order_by(_m.c.number)
 )

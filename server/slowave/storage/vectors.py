@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Integer, bindparam, func, or_, select
+from sqlalchemy import Integer, bindparam, func, select
 
 from slowave.storage import tables as t
-from slowave.storage.erasure import ERASED_REASON
+from slowave.storage.erasure import NOT_ERASED
 from slowave.storage.executor import Executor, any_of, values_of
 
 _m, _v = t.memories, t.memory_vectors
@@ -22,7 +22,7 @@ _AFTER = select(_v.c.number, _v.c.vector).where(*_of_encoder, _v.c.number > bind
 _has_vector = select(_v.c.number).where(_v.c.number == _m.c.number, _v.c.encoder_id == bindparam("encoder_id")).exists()
 _WITHOUT = (
     select(_m.c.number, _m.c.tenant, _m.c.scope, _m.c.content)
-    .where(~_has_vector, or_(_m.c.stale_reason.is_(None), _m.c.stale_reason != ERASED_REASON))
+    .where(~_has_vector, NOT_ERASED)
     .order_by(_m.c.number)
     .limit(bindparam("limit"))
 )
