@@ -90,7 +90,18 @@ class GraphFiles:
             log.warning("dense graph not saved to %s: %s", target, exc)
             temporary.unlink(missing_ok=True)
             return False
+        self._drop_other_encoders(target)
         return True
+
+    @staticmethod
+    def _drop_other_encoders(target: Path) -> None:
+        """The scope's graphs of other encoders: after a model change nothing loads them again (a
+        process still running the old model read its graph when it started), and each is as large
+        as this one."""
+        scope_part = target.name.rsplit("-", 1)[0]
+        for other in target.parent.glob(f"{scope_part}-*{SUFFIX}"):
+            if other != target:
+                other.unlink(missing_ok=True)
 
     def load(
         self,

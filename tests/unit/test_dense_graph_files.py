@@ -132,3 +132,21 @@ def test_graphs_are_saved_beside_a_sqlite_file_by_default_nowhere_on_postgresql_
     configured = Settings.from_env({"SLOWAVE_GRAPH_DIR": "/var/cache/slowave"})
     assert configured.graph_directory(None) == Path("/var/cache/slowave")
     assert Settings.from_env({"SLOWAVE_GRAPH_DIR": "off"}).graph_directory("/srv/data/slowave.db") is None
+
+
+def test_saving_a_graph_deletes_the_scopes_graphs_of_other_encoders(tmp_path):
+    repo, vectors = _store(1000)
+    files = GraphFiles(tmp_path)
+    old = VectorIndex("older-encoder:v1", ann_min_rows=500, background=False)
+    old.files = files
+    old.similarities(repo, "t", "s", vectors[0], [], 5)
+    other_scope = VectorIndex("older-encoder:v1", ann_min_rows=500, background=False)
+    other_scope.files = files
+    other_scope.similarities(repo, "t", "s2", vectors[0], [], 5)
+    assert len(list(tmp_path.rglob("*.graph"))) == 2
+
+    _search(_index(files), repo, vectors[:1])  # the new model's graph of scope s is saved ...
+    names = sorted(p.name for p in tmp_path.rglob("*.graph"))
+    assert files.path("t", "s", ENCODER).name in names, "... and kept"
+    assert files.path("t", "s", "older-encoder:v1").name not in names, "the old model's graph of s is gone"
+    assert files.path("t", "s2", "older-encoder:v1").name in names, "another scope's graph stays"
