@@ -20,6 +20,7 @@ from slowave.v1 import memory_service_pb2_grpc as pb_grpc
 from tests.support import activate, new_scope, pb, res, wait_until
 
 _READY = re.compile(r"on port (\d+) .*metrics port (\d+)")
+_FROZEN = re.compile(r"garbage collector: (\d+) objects frozen at start")
 
 
 @pytest.fixture
@@ -45,7 +46,7 @@ def server_process(tmp_path):
 
 
 def test_server_starts_on_sqlite_and_answers_health_reflection_metrics(server_process):
-    proc, port, metrics_port, tmp_path, _ = server_process
+    proc, port, metrics_port, tmp_path, lines = server_process
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     health = health_pb2_grpc.HealthStub(channel)
     for service in ("", "slowave.v1.MemoryService"):
@@ -61,6 +62,10 @@ def test_server_starts_on_sqlite_and_answers_health_reflection_metrics(server_pr
     body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
     assert "grpc_server_handled_total" in body
     assert (tmp_path / "data" / "slowave.db").exists(), "the default store is a SQLite file in the data folder"
+    # Each serving process froze what it loaded at start (api.collector), so full garbage
+    # collections never walk it again.
+    frozen = [int(m.group(1)) for l in list(lines) if (m := _FROZEN.search(l))]
+    assert frozen and min(frozen) > 10_000
 
 
 def test_sigterm_drains_and_keeps_acknowledged_writes(server_process):
