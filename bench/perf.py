@@ -32,9 +32,10 @@ service questions, one third each; the mix is documented in the report.
 Stores. On SQLite each preloaded size is kept under bench/.cache/perf/ (git-ignored), keyed by the
 preload stream, the corpus code and the schema migrations, and reused by later runs (the preload's
 batch Remember rate is then the one measured when the store was built, and marked so); `--fresh`
-rebuilds. The measuring servers save the scope's dense graph beside the cached store
-(SLOWAVE_GRAPH_DIR) and later ones load it, as a restarted server does, instead of building it
-(≈ 40 s at 100k) while they are measured. `--postgres URL` runs on a PostgreSQL server (the benchmark creates and drops its own
+rebuilds; a cached store is brought up to date with the current embedding model first
+(`slowave-admin embed`). From 20k memories the scope's dense graph is built once by a server of its
+own and saved beside the cached store (SLOWAVE_GRAPH_DIR); each measuring server gets a copy and
+loads it, as a restarted server does, instead of building it (≈ 40 s at 100k) while measured. `--postgres URL` runs on a PostgreSQL server (the benchmark creates and drops its own
 databases there); `--postgres auto` starts a throwaway cluster from the machine's binaries
 (tests/postgres.py). PostgreSQL stores are not cached.
 
@@ -53,7 +54,9 @@ import platform
 import random
 import re
 import shutil
+import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -84,7 +87,10 @@ from harness import (  # noqa: E402
     pct,
     service_cue,
 )
-from slowave.config import cpu_count  # noqa: E402
+from slowave.config import DEFAULT_SEMANTIC, Settings, cpu_count  # noqa: E402
+from slowave.dense_graph_files import GraphFiles  # noqa: E402
+from slowave.dense_index import ANN_MIN_ROWS  # noqa: E402
+from slowave.embedding import load_semantic_channel  # noqa: E402
 from slowave.v1 import memory_service_pb2 as pb  # noqa: E402
 from slowave.v1 import memory_service_pb2_grpc as pb_grpc  # noqa: E402
 from slowave.v1 import resources_pb2 as res  # noqa: E402
@@ -628,6 +634,7 @@ class SqliteStores:
 
     def ensure(self, size: int) -> Preload:
         if self._db(size).exists() and self._meta(size).exists() and not self.args.fresh:
+            self._embed(size)
             return Preload(**{**json.loads(self._meta(size).read_text()), "cached": True})
         smaller = sorted(s for s in self._sizes() if s < size)
         base = smaller[-1] if smaller else 0
@@ -644,6 +651,28 @@ class SqliteStores:
         self._meta(size).write_text(json.dumps({k: v for k, v in info.__dict__.items() if k != "cached"}))
         shutil.rmtree(work, ignore_errors=True)
         return info
+
+    def _embed(self, size: int) -> None:
+        """A store cached before the embedding model changed holds vectors of the old model; a
+        server would embed every memory again when it starts (≈ 25 s at 100k) and build the graph
+        of the new vectors while it is measured. `slowave-admin embed` brings the cached file up to
+        date once (a no-op when it is)."""
+        started = time.perf_counter()
+        env = {**os.environ, "SLOWAVE_DATABASE_URL": f"sqlite:///{self._db(size)}"}
+        admin = Path(sys.executable).with_name("slowave-admin")
+        done = subprocess.run([str(admin), "embed"], env=env, capture_output=True, text=True, check=True)
+        count = int(re.search(r"embedded: (\d+)", done.stdout).group(1)) if "embedded" in done.stdout else 0
+        if count:
+            log(f"  embedded {count:,} memories of the cached store with the current model in {time.perf_counter() - started:.0f} s")
+
+    def graph_is_current(self, size: int, path: Path) -> bool:
+        """The saved graph covers exactly the cached store's vectors (not one a measuring server of
+        an earlier version of this script saved after its phases had added memories)."""
+        with open(path, "rb") as f:
+            rows = json.loads(f.readline()).get("rows")
+        with sqlite3.connect(f"file:{self._db(size)}?mode=ro", uri=True) as con:
+            have = con.execute("SELECT count(*) FROM memory_vectors WHERE encoder_id = ?", (_encoder_id(),)).fetchone()[0]
+        return rows == have
 
     def _sizes(self) -> list[int]:
         """Sizes with a usable store: in the cache, or built by this run (--fresh)."""
@@ -742,6 +771,9 @@ class PostgresStores:
         """Shared by this run's measuring servers of a size (see SqliteStores.graph_dir)."""
         return self.tmp / f"graphs-{size}"
 
+    def graph_is_current(self, size: int, path: Path) -> bool:
+        return True  # built by this run from the size's base database, which phases never change
+
     def working(self, size: int, workdir: Path) -> str:
         name = self._create(f"slowave_perf_{size}_{uuid.uuid4().hex[:8]}", template=self.base)
         self.databases.append(name)
@@ -807,6 +839,44 @@ def cue_mix(stream: PreloadStream, count: int = 3000) -> tuple[list[str], list[t
     return cues, mix
 
 
+def _encoder_id() -> str | None:
+    channel = load_semantic_channel(DEFAULT_SEMANTIC)
+    return channel.encoder.encoder_id if channel is not None else None
+
+
+def prepare_graph(args: argparse.Namespace, stores, size: int, workdir: Path) -> None:
+    """From ANN_MIN_ROWS vectors a scope is served by a dense graph built in the background after its
+    first query (≈ 40 s at 100k): a server measured meanwhile would be measured building it. Unless
+    the size's graph dir holds a current graph of the model, one server is started on a copy of the
+    store, asked once, and stopped once it has saved the graph; each measuring server gets a copy
+    of the dir and loads it, as a restarted server does."""
+    encoder_id = _encoder_id()
+    if size < ANN_MIN_ROWS or encoder_id is None:
+        return
+    graphs = stores.graph_dir(size)
+    path = GraphFiles(graphs).path(Settings.tenant, SCOPE, encoder_id)
+    if path.exists():
+        if stores.graph_is_current(size, path):
+            return
+        path.unlink()
+    workdir.mkdir(parents=True, exist_ok=True)
+    url = stores.working(size, workdir)
+    started = time.perf_counter()
+    try:
+        with ServerProcess(workdir, server_env(args, url, 1, graphs=graphs)) as server:
+            with grpc.insecure_channel(server.address) as channel:
+                pb_grpc.MemoryServiceStub(channel).Activate(
+                    pb.ActivateRequest(task="prepare the dense graph", initial_goal="prepare", scope=SCOPE),
+                    timeout=RPC_TIMEOUT,
+                )
+            deadline = time.monotonic() + 600
+            while not path.exists() and time.monotonic() < deadline:
+                time.sleep(0.5)
+    finally:
+        stores.release(url)
+    log(f"  dense graph of the {size:,} store built and saved for the measuring servers in {time.perf_counter() - started:.0f} s")
+
+
 def measure_size(
     ctx, args: argparse.Namespace, stores, size: int, preload: Preload, cues: list[str], tmp: Path, processes: int
 ) -> SizeResult:
@@ -816,7 +886,11 @@ def measure_size(
     result = SizeResult(size, preload, processes=processes)
     try:
         t0 = time.perf_counter()
-        graphs = stores.graph_dir(size)
+        # A copy of the prepared graphs: a measuring server saves its graph again as its phases add
+        # memories, and a graph over more rows than the cached store holds never loads again.
+        graphs = workdir / "graphs"
+        if stores.graph_dir(size).exists():
+            shutil.copytree(stores.graph_dir(size), graphs, dirs_exist_ok=True)
         with ServerProcess(workdir, server_env(args, url, processes, metrics=True, graphs=graphs)) as server:
             match = re.search(r"metrics port (\d+)", server.log_text())
             metrics_port = int(match.group(1)) if match else None
@@ -1287,6 +1361,7 @@ def main() -> None:
                     f"{size:,} memories: preload {'cached (built ' + preload.when + ')' if preload.cached else 'done'}"
                     f", batch Remember {preload.rate:,.0f} memories/s"
                 )
+                prepare_graph(args, stores, size, tmp / f"prepare-{size}")
                 for processes in args.processes:
                     every.append(measure_size(ctx, args, stores, size, preload, cues, tmp, processes))
         finally:
