@@ -663,7 +663,9 @@ class SqliteStores:
         done = subprocess.run([str(admin), "embed"], env=env, capture_output=True, text=True, check=True)
         count = int(re.search(r"embedded: (\d+)", done.stdout).group(1)) if "embedded" in done.stdout else 0
         if count:
-            log(f"  embedded {count:,} memories of the cached store with the current model in {time.perf_counter() - started:.0f} s")
+            log(
+                f"  embedded {count:,} memories of the cached store with the current model in {time.perf_counter() - started:.0f} s"
+            )
 
     def graph_is_current(self, size: int, path: Path) -> bool:
         """The saved graph covers exactly the cached store's vectors (not one a measuring server of
@@ -671,7 +673,9 @@ class SqliteStores:
         with open(path, "rb") as f:
             rows = json.loads(f.readline()).get("rows")
         with sqlite3.connect(f"file:{self._db(size)}?mode=ro", uri=True) as con:
-            have = con.execute("SELECT count(*) FROM memory_vectors WHERE encoder_id = ?", (_encoder_id(),)).fetchone()[0]
+            have = con.execute("SELECT count(*) FROM memory_vectors WHERE encoder_id = ?", (_encoder_id(),)).fetchone()[
+                0
+            ]
         return rows == have
 
     def _sizes(self) -> list[int]:
@@ -874,7 +878,9 @@ def prepare_graph(args: argparse.Namespace, stores, size: int, workdir: Path) ->
                 time.sleep(0.5)
     finally:
         stores.release(url)
-    log(f"  dense graph of the {size:,} store built and saved for the measuring servers in {time.perf_counter() - started:.0f} s")
+    log(
+        f"  dense graph of the {size:,} store built and saved for the measuring servers in {time.perf_counter() - started:.0f} s"
+    )
 
 
 def measure_size(

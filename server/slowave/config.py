@@ -106,6 +106,9 @@ class Settings:
     """How often database-derived gauges (open sessions) are refreshed."""
     wal_checkpoint_seconds: float = 1.0
     """SQLite: how often the background checkpointer copies the write-ahead log into the database."""
+    index_merge_seconds: float = 30.0
+    """SQLite: how often the full-text index is merged into one segment when it has several
+    (storage.index_merger)."""
     semantic: str = DEFAULT_SEMANTIC
     """The semantic retrieval channel: `static` (shipped static embeddings, no torch), `minilm`
     (all-MiniLM-L6-v2, needs the [semantic] extra) or `off` (lexical only)."""

@@ -37,6 +37,7 @@ from slowave.service.reaper import Reaper
 from slowave.service.retrieval import policy_version
 from slowave.service.vector_backfill import backfill
 from slowave.storage.database import Database, WalCheckpointer
+from slowave.storage.index_merger import IndexMerger
 from slowave.v1 import memory_service_pb2 as pb
 
 log = logging.getLogger("slowave")
@@ -71,6 +72,7 @@ class RunningServer:
     consolidator: Consolidator
     gauges: GaugeRefresher
     checkpointer: WalCheckpointer | None = None
+    index_merger: IndexMerger | None = None
     backfilled: int = 0
     """Memories embedded at start (service.vector_backfill)."""
     metrics_port: int | None = None
@@ -91,6 +93,8 @@ class RunningServer:
             self.gauges.stop()
         if self.checkpointer is not None:
             self.checkpointer.stop()
+        if self.index_merger is not None:
+            self.index_merger.stop()
         if self._metrics_http is not None:
             self._metrics_http.shutdown()  # type: ignore[attr-defined]
         self.ctx.db.dispose()
@@ -150,12 +154,14 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     gauges = GaugeRefresher(ctx, metrics, settings.gauge_refresh_seconds)
-    checkpointer = None
+    checkpointer = index_merger = None
     if settings.background_work:
         reaper.start()
         consolidator.start()
         gauges.start()
         checkpointer = db.background_checkpoints(settings.wal_checkpoint_seconds)
+        if db.sqlite_path is not None:
+            index_merger = IndexMerger(db, settings.index_merge_seconds).start()
     running = RunningServer(
         server,
         port,
@@ -168,6 +174,7 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
         consolidator,
         gauges,
         checkpointer=checkpointer,
+        index_merger=index_merger,
         backfilled=backfilled,
     )
     if settings.metrics_addr:

@@ -284,6 +284,10 @@ class Executor:
         stmt = _row_where(table, tuple(equals), lock)
         return self.first(stmt, {f"w_{k}": v for k, v in equals.items()})
 
+    def total_changes(self) -> int:
+        """SQLite: rows (and, for FTS5's commands, pages) written by this connection so far."""
+        return self._driver.total_changes if self._driver is not None else 0
+
     # -------------------------------------------------------------- writes
 
     def run(self, stmt: Executable | PerDialect, params: dict[str, Any] | None = None) -> int:

@@ -15,6 +15,7 @@ from slowave.storage.cue_evidence import CueEvidenceStore
 from slowave.storage.erasure import ErasureStore
 from slowave.storage.events import EventStore
 from slowave.storage.executor import Executor
+from slowave.storage.full_text import FullTextIndex
 from slowave.storage.gaps import GapStore
 from slowave.storage.ledger import LedgerStore
 from slowave.storage.memories import MemoryStore
@@ -49,6 +50,7 @@ class UnitOfWork:
         self.consolidation = ConsolidationStore(ex)
         self.tenancy = TenancyStore(ex)
         self.erasure = ErasureStore(ex)
+        self.full_text = FullTextIndex(ex)
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
