@@ -1,7 +1,7 @@
 """Keeps SQLite's full-text index in one segment, off the request path (storage.full_text).
 
 Every write transaction adds a segment to the FTS5 index, and a lookup reads every segment that
-holds its term. Every `interval` seconds, when the index has more than MAX_SEGMENTS segments, the
+holds its term. When the server starts and then every `interval` seconds, when the index has more than MAX_SEGMENTS segments, the
 merger folds them into one, MERGE_PAGES pages per write transaction. Each step takes the store's
 writer lock like any writer (≈ 3 ms at 100k memories, at most ≈ 9), so requests wait for one step
 at most, never for the whole merge (≈ 0.25 s of steps at 100k). It rewrites the whole index each
@@ -57,8 +57,12 @@ class IndexMerger:
         return steps
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        # At once, then every interval: a server restarted on a store written by another process
+        # (or an import) may find many segments.
+        while True:
             try:
                 self.merge()
             except Exception as exc:  # a store gone or replaced, a busy lock: the next round tries again
                 log.warning("full-text index merge skipped: %s", exc)
+            if self._stop.wait(self.interval):
+                return
