@@ -4,7 +4,6 @@ for every column type the tables use: text, integers, booleans, JSON, UTC dateti
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 from sqlalchemy import Integer, bindparam, insert, select, update
@@ -14,14 +13,6 @@ from slowave.storage.database import Database
 from slowave.storage.executor import Executor, any_of, values_of
 
 NOW = datetime(2026, 11, 30, 12, 34, 56, 789012, tzinfo=UTC)
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Database:
-    database = Database(f"sqlite:///{tmp_path / 'store.db'}")
-    database.migrate()
-    yield database
-    database.dispose()
 
 
 def _session(session_id: str) -> dict:

@@ -3,22 +3,11 @@ lookup reads every segment, and every write transaction adds one."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 from sqlalchemy import text
 
 from slowave.storage.database import Database
 from slowave.storage.index_merger import IndexMerger
 from tests.support import wait_until
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Database:
-    database = Database(f"sqlite:///{tmp_path / 'store.db'}")
-    database.migrate()
-    yield database
-    database.dispose()
 
 
 def _index_in_transactions(db: Database, count: int) -> None:

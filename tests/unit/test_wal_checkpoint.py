@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -13,14 +12,10 @@ from slowave.storage.database import Database, WalCheckpointer
 from tests.support import wait_until
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Database:
-    database = Database(f"sqlite:///{tmp_path / 'store.db'}")
-    database.migrate()
-    with database.engine.begin() as conn:
+@pytest.fixture(autouse=True)
+def filler(db: Database) -> None:
+    with db.engine.begin() as conn:
         conn.execute(text("CREATE TABLE filler (x BLOB)"))
-    yield database
-    database.dispose()
 
 
 def _write(db: Database, transactions: int, rows: int = 20) -> None:
