@@ -898,7 +898,13 @@ def measure_size(
         if stores.graph_dir(size).exists():
             shutil.copytree(stores.graph_dir(size), graphs, dirs_exist_ok=True)
         with ServerProcess(workdir, server_env(args, url, processes, metrics=True, graphs=graphs)) as server:
-            match = re.search(r"metrics port (\d+)", server.log_text())
+            # The supervisor logs its metrics port once every process serves, which may be after
+            # the first one accepts connections.
+            deadline = time.monotonic() + 60
+            while (
+                match := re.search(r"metrics port (\d+)", server.log_text())
+            ) is None and time.monotonic() < deadline:
+                time.sleep(0.1)
             metrics_port = int(match.group(1)) if match else None
             log(
                 f"  {processes} server process(es) up in {time.perf_counter() - t0:.1f} s "
