@@ -1,8 +1,9 @@
 """Keeps SQLite's full-text index in one segment, off the request path (storage.full_text).
 
 Every write transaction adds a segment to the FTS5 index, and a lookup reads every segment that
-holds its term. When the server starts and then every `interval` seconds, when the index has more than MAX_SEGMENTS segments, the
-merger folds them into one, MERGE_PAGES pages per write transaction. Each step takes the store's
+holds its term. When the server starts, and then every `interval` seconds, if the index has more
+than MAX_SEGMENTS segments, the merger folds them into one, MERGE_PAGES pages per write
+transaction, for at most ROUND_SECONDS a round (writes arriving meanwhile add segments to merge). Each step takes the store's
 writer lock like any writer (≈ 3 ms at 100k memories, at most ≈ 9), so requests wait for one step
 at most, never for the whole merge (≈ 0.25 s of steps at 100k). It rewrites the whole index each
 time, so it runs at most once per interval: at 100k memories ≈ 1 % of a core at the default 30 s.
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 MAX_SEGMENTS = 4
 """More segments than this and the index is merged (FTS5's own merging keeps up to ~3 per level)."""
 MERGE_PAGES = 16
+ROUND_SECONDS = 10.0
 
 
 class IndexMerger:
@@ -48,7 +50,7 @@ class IndexMerger:
             if view.full_text.segments() <= max_segments:
                 return 0
         started, steps, more = time.monotonic(), 0, True
-        while more and not self._stop.is_set():
+        while more and not self._stop.is_set() and time.monotonic() - started < ROUND_SECONDS:
             with self.db.transaction() as uow:
                 more = uow.full_text.merge_step(MERGE_PAGES)
             steps += 1
