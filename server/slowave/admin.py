@@ -40,13 +40,15 @@ def cmd_consolidate(ctx: ServiceContext, _args: argparse.Namespace) -> None:
 def cmd_embed(ctx: ServiceContext, args: argparse.Namespace) -> None:
     """Backfills vectors of memories stored while the semantic channel was off (or another encoder)."""
     from slowave.embedding import load_semantic_channel
-    from slowave.service.vector_backfill import embed_missing
+    from slowave.service.vector_backfill import embed_missing, prune_other_encoders
 
     # The configured encoder (SLOWAVE_SEMANTIC), or the default one where it is off.
     channel = load_semantic_channel(ctx.settings.semantic if ctx.settings.semantic != "off" else True)
     assert channel is not None
-    done = embed_missing(dataclasses.replace(ctx, semantic=channel), args.batch)
-    print(f"embedded: {done}")
+    ctx = dataclasses.replace(ctx, semantic=channel)
+    print(f"embedded: {embed_missing(ctx, args.batch)}")
+    if args.prune:
+        print(f"pruned: {prune_other_encoders(ctx)}")
 
 
 def cmd_learning_replay(ctx: ServiceContext, args: argparse.Namespace) -> None:
@@ -159,6 +161,11 @@ def main(argv: list[str] | None = None) -> None:
     sub.add_parser("consolidate", help="run queued consolidation now").set_defaults(fn=cmd_consolidate)
     p = sub.add_parser("embed", help="backfill semantic vectors of memories that have none (needs [semantic])")
     p.add_argument("--batch", type=int, default=256)
+    p.add_argument(
+        "--prune",
+        action="store_true",
+        help="then delete the vectors of other encoders (an older model's), once no server runs it",
+    )
     p.set_defaults(fn=cmd_embed)
     p = sub.add_parser("learning-replay", help="recompute learned evidence from the ledger and report differences")
     p.add_argument("--repair", action="store_true", help="write the replayed state over the stored one")

@@ -8,8 +8,10 @@ Runs on both backends (SLOWAVE_TEST_BACKEND=postgresql).
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import text
 
 from slowave.embedding import StaticEncoder
+from slowave.storage.database import Database
 from slowave.v1 import resources_pb2 as res
 from tests.support import activate, assess_all, commit, new_scope, pb, remember, start_test_server
 
@@ -301,7 +303,7 @@ def test_memories_stored_while_the_channel_was_off_get_vectors_when_a_server_wit
         on.stop()
 
 
-def test_slowave_admin_embed_stores_the_missing_vectors(tmp_path):
+def test_slowave_admin_embed_stores_the_missing_vectors_and_prunes_an_older_models(tmp_path):
     import os
     import subprocess
     import sys
@@ -319,7 +321,25 @@ def test_slowave_admin_embed_stores_the_missing_vectors(tmp_path):
     assert first.returncode == 0, first.stderr
     assert int(first.stdout.split("embedded:")[1]) >= 1 + len(DISTRACTORS)
     again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert "embedded: 0" in again.stdout
+    assert "embedded: 0" in again.stdout and "pruned" not in again.stdout
+
+    # An older model's vectors stay until the operator prunes them; the current ones are kept.
+    db = Database(url)
+    try:
+        with db.transaction() as uow:
+            current = uow.table_counts()["memory_vectors"]
+            old = [
+                dict(number=n, tenant=t, scope=s, encoder_id="older-model:v0", vector=b"\0" * 16)
+                for n, t, s in uow._ex.connection.execute(text("SELECT number, tenant, scope FROM memories")).all()
+            ]
+            uow.vectors.insert_many(old)
+        pruned = subprocess.run([*command, "--prune"], env=env, capture_output=True, text=True, timeout=300)
+        assert pruned.returncode == 0, pruned.stderr
+        assert "embedded: 0" in pruned.stdout and f"pruned: {len(old)}" in pruned.stdout
+        with db.transaction(read_only=True) as view:
+            assert view.table_counts()["memory_vectors"] == current
+    finally:
+        db.dispose()
     on = start_test_server(tmp_path / "on", semantic="static", database_url=url)
     try:
         assert on.running.backfilled == 0

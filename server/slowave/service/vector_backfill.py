@@ -50,6 +50,23 @@ def embed_missing(ctx: ServiceContext, batch: int = BATCH, stopping: Callable[[]
     return done
 
 
+def prune_other_encoders(ctx: ServiceContext, batch: int = 1000) -> int:
+    """Deletes the vectors of every encoder but ctx.semantic's, a batch per short write; returns
+    how many. After a model change the old model's vectors are never read again (a server reads
+    only its own encoder's), yet they stay: 512 bytes and an index entry per memory. Not done at
+    start, because a process of the old version may still be serving with them during a rolling
+    upgrade; `slowave-admin embed --prune` does it once the operator says so, after embedding
+    what lacks a vector of the current model."""
+    encoder_id = ctx.semantic.encoder.encoder_id
+    done = 0
+    while True:
+        with ctx.db.transaction() as uow:
+            deleted = uow.vectors.delete_other_encoders(encoder_id, batch)
+        done += deleted
+        if deleted < batch:
+            return done
+
+
 def backfill(ctx: ServiceContext) -> int:
     """`embed_missing`, logged: run once per store before any process serves it."""
     started = time.monotonic()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Integer, bindparam, func, select
+from sqlalchemy import Integer, and_, bindparam, delete, func, or_, select
 
 from slowave.storage import tables as t
 from slowave.storage.erasure import NOT_ERASED
@@ -28,6 +28,14 @@ _WITHOUT = (
 )
 _WITH_VECTOR = select(_v.c.number).where(
     _v.c.encoder_id == bindparam("encoder_id"), any_of(_v.c.number, values_of("numbers", Integer()))
+)
+
+
+_OTHER_ENCODERS = (
+    select(_v.c.number, _v.c.encoder_id)
+    .where(_v.c.encoder_id != bindparam("encoder_id"))
+    .order_by(_v.c.number)
+    .limit(bindparam("limit"))
 )
 
 
@@ -62,3 +70,11 @@ class VectorStore:
     def after(self, tenant: str, scope: str, encoder_id: str, after: int) -> list[Any]:
         params = {"tenant": tenant, "scope": scope, "encoder_id": encoder_id, "after": after}
         return self.ex.rows(_AFTER, params)
+
+    def delete_other_encoders(self, encoder_id: str, limit: int) -> int:
+        """Deletes up to `limit` vectors of encoders other than `encoder_id`; returns how many."""
+        rows = self.ex.rows(_OTHER_ENCODERS, {"encoder_id": encoder_id, "limit": limit})
+        if not rows:
+            return 0
+        keys = or_(*(and_(_v.c.number == r.number, _v.c.encoder_id == r.encoder_id) for r in rows))
+        return self.ex.run(delete(_v).where(keys))
