@@ -43,7 +43,7 @@ from tests.support import (
 
 SERVICE = "slowave.v1.MemoryService"
 METHODS = ("Activate", "Remember", "Recall", "Feedback", "Commit")
-DB_OPERATIONS = {*METHODS, "reaper", "consolidation", "gauges", "other"}
+DB_OPERATIONS = {*METHODS, "reaper", "consolidation", "gauges", "index_merge", "other"}
 CLAIMS = ["The staging host is alpha-17.", "The build uses Gradle 8.4.", "The artifact cache lives in /var/cache/arti."]
 TASK = "Release the service: " + " ".join(CLAIMS)
 PROCEDURE_GOAL = "Release the service to staging"

@@ -63,7 +63,7 @@ def test_the_background_checkpointer_keeps_up_with_writes_and_stops(db: Database
         wait_until(written_and_checkpointed, timeout=60, what="background checkpoints")
     finally:
         checkpointer.stop()
-    assert not checkpointer._thread.is_alive()
+    assert not checkpointer._loop.alive
 
 
 def test_an_idle_store_is_checkpointed_once(db: Database) -> None:

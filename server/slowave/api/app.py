@@ -27,6 +27,7 @@ from slowave.api.request_budget import RequestBudgetInterceptor
 from slowave.api.servicer import MemoryServicer
 from slowave.api.tracing import TracingInterceptor
 from slowave.api.undecodable import UndecodableRequestInterceptor
+from slowave.background import Periodic
 from slowave.clock import Clock, DatabaseClock, SystemClock
 from slowave.config import Settings
 from slowave.domain.api_keys import KeyConfigError
@@ -188,25 +189,23 @@ class GaugeRefresher:
 
     def __init__(self, ctx: ServiceContext, metrics: Metrics, interval: float = 5.0) -> None:
         self.ctx, self.metrics, self.interval = ctx, metrics, interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="slowave-gauges", daemon=True)
+        self._loop = Periodic(
+            "slowave-gauges",
+            interval,
+            self._refresh,
+            at_start=True,
+            on_error=lambda exc: log.debug("gauge refresh failed", exc_info=exc),
+        )
 
     def start(self) -> None:
-        self._thread.start()
+        self._loop.start()
 
-    def _run(self) -> None:
-        while True:
-            try:
-                with self.ctx.db.transaction() as uow:
-                    self.metrics.open_sessions.set(uow.sessions.count_open())
-            except Exception:
-                log.debug("gauge refresh failed", exc_info=True)
-            if self._stop.wait(self.interval):
-                return
+    def _refresh(self) -> None:
+        with self.ctx.db.transaction() as uow:
+            self.metrics.open_sessions.set(uow.sessions.count_open())
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+        self._loop.stop()
 
 
 def main() -> None:

@@ -41,7 +41,12 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 # The unit of work's `operation` label: the RPC being served (set by MetricsInterceptor), else the
 # background worker whose thread runs it, else "other" (admin commands, tests, migrations).
 _operation: ContextVar[str | None] = ContextVar("slowave_db_operation", default=None)
-_BACKGROUND_THREADS = {"slowave-reaper": "reaper", "slowave-consolidator": "consolidation", "slowave-gauges": "gauges"}
+_BACKGROUND_THREADS = {
+    "slowave-reaper": "reaper",
+    "slowave-consolidator": "consolidation",
+    "slowave-gauges": "gauges",
+    "slowave-index-merge": "index_merge",
+}
 _T0 = "slowave_checkout_t0"
 
 

@@ -8,8 +8,8 @@ learning state are never modified.
 from __future__ import annotations
 
 import logging
-import threading
 
+from slowave.background import Periodic
 from slowave.domain.claim_identity import claim_hash
 from slowave.domain.identifiers import memory_id, new_feedback_event_id
 from slowave.service.context import ServiceContext
@@ -106,30 +106,18 @@ class Consolidator:
 
     def __init__(self, ctx: ServiceContext) -> None:
         self.ctx = ctx
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Periodic(
+            "slowave-consolidator",
+            ctx.settings.consolidation_poll_seconds,
+            lambda: consolidate_pending(ctx),
+            on_error=lambda exc: log.error("consolidation failed", exc_info=exc),
+        )
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="slowave-consolidator", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def notify(self) -> None:
-        self._wake.set()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self.ctx.settings.consolidation_poll_seconds)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            try:
-                consolidate_pending(self.ctx)
-            except Exception:
-                log.exception("consolidation failed")
+        self._loop.notify()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread:
-            self._thread.join(timeout=10)
+        self._loop.stop()

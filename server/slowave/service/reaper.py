@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from slowave.background import Periodic
 from slowave.domain.session_state import SessionState
 from slowave.service.context import ServiceContext
 from slowave.service.episodes import form_episodes
@@ -56,32 +56,29 @@ class Reaper:
     def __init__(self, ctx: ServiceContext, on_reaped=None) -> None:
         self.ctx = ctx
         self.on_reaped = on_reaped
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Periodic(
+            "slowave-reaper",
+            ctx.settings.reaper_interval,
+            self._sweep,
+            on_error=lambda exc: log.error("reaper sweep failed", exc_info=exc),
+        )
 
     def start(self) -> None:
         if self.ctx.settings.session_idle_timeout <= 0:
             log.info("session reaper disabled (SLOWAVE_SESSION_IDLE_TIMEOUT <= 0)")
             return
-        self._thread = threading.Thread(target=self._run, name="slowave-reaper", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.ctx.settings.reaper_interval):
-            try:
-                sweep = reap_idle_sessions(self.ctx)
-                if sweep.session_ids:
-                    log.info(
-                        "reaped %d idle session(s), %d exposed target(s) left unassessed",
-                        len(sweep.session_ids),
-                        sum(sweep.unassessed.values()),
-                    )
-                    if self.on_reaped:
-                        self.on_reaped(sweep)
-            except Exception:
-                log.exception("reaper sweep failed")
+    def _sweep(self) -> None:
+        sweep = reap_idle_sessions(self.ctx)
+        if sweep.session_ids:
+            log.info(
+                "reaped %d idle session(s), %d exposed target(s) left unassessed",
+                len(sweep.session_ids),
+                sum(sweep.unassessed.values()),
+            )
+            if self.on_reaped:
+                self.on_reaped(sweep)
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=10)
+        self._loop.stop()

@@ -6,7 +6,6 @@ import contextlib
 import contextvars
 import logging
 import os
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,6 +18,7 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import QueuePool
 
+from slowave.background import Periodic
 from slowave.domain.errors import StorageUnavailable
 from slowave.storage import executor
 from slowave.storage.unit_of_work import UnitOfWork
@@ -204,16 +204,20 @@ class WalCheckpointer:
         self.checkpoints = 0
         """Checkpoints that found new pages in the log (for tests and diagnosis)."""
         self._settled: tuple[int, int] | None = None  # the log as the last complete checkpoint left it
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="slowave-wal-checkpoint", daemon=True)
+        # A store gone or replaced: the next request reports it.
+        self._loop = Periodic(
+            "slowave-wal-checkpoint",
+            interval,
+            self.checkpoint,
+            on_error=lambda exc: log.debug("WAL checkpoint skipped: %s", exc),
+        )
 
     def start(self) -> WalCheckpointer:
-        self._thread.start()
+        self._loop.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+        self._loop.stop()
 
     def checkpoint(self) -> tuple[int, int]:
         """One checkpoint; returns (pages in the log, pages copied)."""
@@ -233,13 +237,6 @@ class WalCheckpointer:
 
     def _passive(self) -> tuple[int, int]:
         return executor.wal_checkpoint(self.path)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.checkpoint()
-            except executor.SQLiteError as exc:  # the store is gone or replaced: the next request reports it
-                log.debug("WAL checkpoint skipped: %s", exc)
 
 
 def _identity(path: str) -> tuple[int, int] | None:

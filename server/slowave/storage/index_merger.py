@@ -13,9 +13,9 @@ One process per store runs it (the one that runs the background work).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
+from slowave.background import Periodic
 from slowave.storage.database import Database
 
 log = logging.getLogger(__name__)
@@ -32,16 +32,23 @@ class IndexMerger:
         self.interval = interval
         self.merges = 0
         """Merges done (for tests and diagnosis)."""
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="slowave-index-merge", daemon=True)
+        # At once, then every interval: a server restarted on a store written by another process
+        # (or an import) may find many segments. A store gone or replaced, a busy lock: the next
+        # round tries again.
+        self._loop = Periodic(
+            "slowave-index-merge",
+            interval,
+            self.merge,
+            at_start=True,
+            on_error=lambda exc: log.warning("full-text index merge skipped: %s", exc),
+        )
 
     def start(self) -> IndexMerger:
-        self._thread.start()
+        self._loop.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+        self._loop.stop()
 
     def merge(self, max_segments: int = MAX_SEGMENTS) -> int:
         """Merges the index into one segment when it has more than `max_segments`; returns the
@@ -50,21 +57,10 @@ class IndexMerger:
             if view.full_text.segments() <= max_segments:
                 return 0
         started, steps, more = time.monotonic(), 0, True
-        while more and not self._stop.is_set() and time.monotonic() - started < ROUND_SECONDS:
+        while more and not self._loop.stopping and time.monotonic() - started < ROUND_SECONDS:
             with self.db.transaction() as uow:
                 more = uow.full_text.merge_step(MERGE_PAGES)
             steps += 1
         self.merges += 1
         log.debug("full-text index merged in %d steps, %.2f s", steps, time.monotonic() - started)
         return steps
-
-    def _run(self) -> None:
-        # At once, then every interval: a server restarted on a store written by another process
-        # (or an import) may find many segments.
-        while True:
-            try:
-                self.merge()
-            except Exception as exc:  # a store gone or replaced, a busy lock: the next round tries again
-                log.warning("full-text index merge skipped: %s", exc)
-            if self._stop.wait(self.interval):
-                return
