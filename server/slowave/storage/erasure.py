@@ -20,13 +20,10 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
-    BigInteger,
     Integer,
     String,
-    Text,
     bindparam,
     case,
-    column,
     delete,
     literal,
     null,
@@ -34,7 +31,6 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy import table as table_
 from sqlalchemy import text as sql_text
 
 from slowave.storage import full_text
@@ -118,8 +114,7 @@ _SET_OCCASION_TERMS = (
 )
 _DELETE_OCCASIONS = delete(_o).where(_o.c.tenant == _tenant, _o.c.scope == _scope)
 
-_fts = table_("memories_fts", column("memories_fts", Text), column("rowid", BigInteger), column("words", Text))
-_tsv = table_("memories", column("number", BigInteger), column("content_tsv"))
+_fts, _tsv = full_text.FTS, full_text.TSV
 # SQLite's index is contentless: an entry is removed by naming the very words it was indexed with.
 _UNINDEX = PerDialect(
     lambda dialect: (

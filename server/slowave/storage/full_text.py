@@ -4,14 +4,19 @@ storage.search_terms'). Neither is in storage.tables: the migrations alone descr
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Text, bindparam, column, func, literal_column, select, table, text
+from sqlalchemy import BigInteger, Text, bindparam, column, distinct, func, literal, literal_column, select, table
 
 from slowave.storage import tables as t
 from slowave.storage.executor import Executor, PerDialect, not_indexed
 
 _m = t.memories
-_fts = table("memories_fts", column("rowid", BigInteger), column("words", Text))
-_tsv = table("memories", column("number", BigInteger), column("content_tsv"))  # PostgreSQL's column
+# The FTS5 table: its hidden column of its own name takes commands (`delete`, `merge`, `optimize`),
+# `rank` their argument.
+FTS = table(
+    "memories_fts", column("rowid", BigInteger), column("words", Text), column("memories_fts", Text), column("rank")
+)
+TSV = table("memories", column("number", BigInteger), column("content_tsv"))  # PostgreSQL's column
+_fts, _tsv = FTS, TSV
 _SIMPLE = literal_column("'simple'")  # the text search configuration (a regconfig, not a text value)
 
 MEMORY_VIEW = (
@@ -107,10 +112,10 @@ def any_query(dialect: str, queries: list[tuple[list[str], bool]]) -> str:
 # memories the index had 14–17 segments, and an Activate's full-text query read each of them
 # for each of its terms (about 50 lookups). Merged into one, the query took 0.30–0.43 ms instead
 # of 0.54–0.59 in-process. PostgreSQL's GIN index needs nothing of the kind.
-_SEGMENTS = text("SELECT count(DISTINCT segid) FROM memories_fts_idx")
+_SEGMENTS = select(func.count(distinct(column("segid")))).select_from(table("memories_fts_idx", column("segid")))
 # `merge` with a negative page count merges all segments into one (an incremental `optimize`),
 # writing about that many pages per statement, so each step is a short write transaction.
-_MERGE = text("INSERT INTO memories_fts(memories_fts, rank) VALUES ('merge', :pages)")
+_MERGE = FTS.insert().values(memories_fts=literal("merge"), rank=bindparam("pages"))
 
 
 class FullTextIndex:

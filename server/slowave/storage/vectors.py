@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Integer, and_, bindparam, delete, func, or_, select
+from sqlalchemy import Integer, bindparam, delete, func, select
 
 from slowave.storage import tables as t
 from slowave.storage.erasure import NOT_ERASED
@@ -32,10 +32,14 @@ _WITH_VECTOR = select(_v.c.number).where(
 
 
 _OTHER_ENCODERS = (
-    select(_v.c.number, _v.c.encoder_id)
+    select(_v.c.number)
     .where(_v.c.encoder_id != bindparam("encoder_id"))
     .order_by(_v.c.number)
     .limit(bindparam("limit"))
+)
+# One list of numbers, not a condition per row: SQLite refuses an expression nested 1,000 deep.
+_DELETE_OTHER_ENCODERS = delete(_v).where(
+    _v.c.encoder_id != bindparam("encoder_id"), any_of(_v.c.number, values_of("numbers", Integer()))
 )
 
 
@@ -72,9 +76,9 @@ class VectorStore:
         return self.ex.rows(_AFTER, params)
 
     def delete_other_encoders(self, encoder_id: str, limit: int) -> int:
-        """Deletes up to `limit` vectors of encoders other than `encoder_id`; returns how many."""
-        rows = self.ex.rows(_OTHER_ENCODERS, {"encoder_id": encoder_id, "limit": limit})
-        if not rows:
+        """Deletes the vectors of encoders other than `encoder_id` of up to `limit` memories; returns
+        how many (a memory may have vectors of several older encoders)."""
+        numbers = [r.number for r in self.ex.rows(_OTHER_ENCODERS, {"encoder_id": encoder_id, "limit": limit})]
+        if not numbers:
             return 0
-        keys = or_(*(and_(_v.c.number == r.number, _v.c.encoder_id == r.encoder_id) for r in rows))
-        return self.ex.run(delete(_v).where(keys))
+        return self.ex.run(_DELETE_OTHER_ENCODERS, {"encoder_id": encoder_id, "numbers": numbers})
