@@ -74,6 +74,26 @@ def test_the_same_values_in_other_words_are_similar(older, newer):
 
 
 @pytest.mark.parametrize(
+    ("older", "newer", "expected"),
+    [
+        ("payments-api listens on port 8080 in production.", "In production the payments-api port is 8080.", SIMILAR),
+        ("the deploy port is 8080", "THE DEPLOY PORT IS 8080", SIMILAR),
+        ("search-indexer uses Postgres 13.", "search-indexer uses Postgres 16.", SUPERSEDES),
+        ("The default branch is master.", "The default branch is main.", SUPERSEDES),
+    ],
+)
+def test_the_page_check_asks_only_for_versions(older, newer, expected):
+    """`similar=False` (the page check): a SIMILAR pair reads as NONE, a SUPERSEDES pair unchanged."""
+    new, old = shape(newer), shape(older)
+    assert compare(new, old).relation is expected
+    verdict = compare(new, old, similar=False)
+    if expected is SUPERSEDES:
+        assert verdict == compare(new, old)
+    else:
+        assert verdict.relation is NONE
+
+
+@pytest.mark.parametrize(
     ("older", "newer"),
     [
         # another service: the same statement about another thing, not a new version

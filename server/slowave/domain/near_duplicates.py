@@ -32,8 +32,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
@@ -50,7 +49,7 @@ SIMILAR_JACCARD_NO_VALUES = 0.8
 # Three or more values in common and none changed name one specific fact, however it is worded.
 SIMILAR_SHARED_VALUES = 3
 
-_TOKEN = re.compile(r"[^\W_]+(?:[-./_:+][^\W_]+)*")
+_TOKEN = re.compile(r"([^\W_]+(?:[-./_:+][^\W_]+)*)")  # one group: split keeps the tokens
 _SENTENCE_ENDS = ".!?;"
 # Any of these between two tokens ends a clause: a side clause (below) stops there.
 _CLAUSE_ENDS = re.compile(r"[.!?;:,()\[\]\u2014\u2013]| - ")
@@ -59,7 +58,6 @@ _ARROW = re.compile(r"->|\u2192|=>")
 _ASCII_DIGIT = re.compile(r"[0-9]")
 _JOINER = re.compile(r"[./_:+]")
 _MAYBE_VALUE = re.compile(r"[-./_:+]")
-_VERSION_PREFIX = re.compile(r"^v(?=\d)")
 _START, _END = "^", "$"
 
 # Words that say a value changed, not what the fact is about ("was moved to", "now", "renewed"):
@@ -145,15 +143,24 @@ def _has_digit(token: str) -> bool:
     return any(ch.isdigit() for ch in token)
 
 
-def _is_value(token: str, sentence_start: bool, next_token: str | None) -> bool:
-    if _has_digit(token):
-        return True
-    if _JOINER.search(token):
-        return True
-    if "-" in token:
-        # payments-api is an identifier; on-call, read-only and follow-up are words
-        return not any(part.casefold() in STOP_WORDS for part in token.split("-"))
-    if not token[0].isupper() or token.casefold() in STOP_WORDS:
+def _opens_sentence(gap: str) -> bool:
+    """Whether the text before a token (not the first) ends a sentence: `.`, `!`, `?` or `;`, white
+    space after it."""
+    stripped = gap.rstrip()
+    return stripped != "" and stripped[-1] in _SENTENCE_ENDS
+
+
+def _is_value(token: str, word: str, sentence_start: bool, next_token: str | None, next_word: str | None) -> bool:
+    """Whether a token is (part of) a value; `word` and `next_word` are it and the next token case
+    folded."""
+    # Letters only (most tokens): no digit (no character is both), no joiner, no hyphen.
+    if not token.isalpha():
+        if _has_digit(token) or _JOINER.search(token):
+            return True
+        if "-" in token:
+            # payments-api is an identifier; on-call, read-only and follow-up are words
+            return not any(part in STOP_WORDS for part in word.split("-"))
+    if not token[0].isupper() or word in STOP_WORDS:
         return False
     if any(ch.isupper() for ch in token[1:]):  # GitHub, HTTP, PostgreSQL
         return True
@@ -161,13 +168,17 @@ def _is_value(token: str, sentence_start: bool, next_token: str | None) -> bool:
         return True
     # A capitalised first word is a name only when a name or a number follows it (Priya Raman,
     # Python 3.11).
-    if next_token is None or next_token.casefold() in STOP_WORDS:
+    if next_token is None or next_word in STOP_WORDS:
         return False
     return next_token[0].isupper() or _has_digit(next_token)
 
 
-def _value_form(token: str) -> str:
-    return sys.intern(_VERSION_PREFIX.sub("", token.casefold()))
+def _value_form(word: str) -> str:
+    """A case-folded token as a value: versions compare without their v (v2.4.1 is 2.4.1; a digit
+    is what `\\d` matches, `str.isdecimal`)."""
+    if word.startswith("v") and word[1:2].isdecimal():
+        word = word[1:]
+    return sys.intern(word)
 
 
 # Remember's flags parse the claims that share a new claim's rarest words: older claims anywhere in
@@ -183,39 +194,48 @@ SHAPE_CACHE = 131_072
 def shape(text: str) -> ClaimShape:
     """The wording terms and value slots of a claim. Cached by text: a stored memory's text never
     changes, and Remember's flags and the page check compare the same texts again and again."""
-    matches = list(_TOKEN.finditer(text))
-    tokens = [m.group() for m in matches]
+    # The tokens and the text before each (`_TOKEN` is one group: split keeps what it matches).
+    parts = _TOKEN.split(text)
+    tokens = parts[1::2]
+    gaps = parts[0::2]
     folded = [t.casefold() for t in tokens]
-    # Each token read as a value, or as the words it holds (stop words out), stemmed in one call;
-    # and where clauses end (the punctuation between two tokens).
-    kinds: list[bool] = []
-    words_of: list[list[str]] = []
-    clause_start: list[bool] = []
-    sentence_starts: list[bool] = []
-    previous_end = 0
-    for i, m in enumerate(matches):
-        # A sentence starts at the first token and after `.`, `!`, `?` or `;` (white space between).
-        gap = text[previous_end : m.start()]
-        stripped = gap.rstrip()
-        sentence_start = i == 0 or (stripped != "" and stripped[-1] in _SENTENCE_ENDS)
-        clause_start.append(i == 0 or _CLAUSE_ENDS.search(gap) is not None)
-        sentence_starts.append(sentence_start)
-        following = tokens[i + 1] if i + 1 < len(tokens) else None
-        value = _is_value(tokens[i], sentence_start, following)
-        kinds.append(value)
-        words_of.append([] if value else [w for w in words(tokens[i]) if w not in STOP_WORDS])
-        previous_end = m.end()
-    flat = [w for ws in words_of for w in ws]
-    stems = iter(stem_words(flat) if flat else [])
+    n = len(tokens)
+    # Each token read as a value (None), or as the words it holds (stop words out), stemmed in one
+    # call.
+    words_of: list[Sequence[str] | None] = []
+    flat: list[str] = []
+    for i, (token, word) in enumerate(zip(tokens, folded)):
+        if token.islower() and token.isalpha():  # a lowercase word (most tokens)
+            is_value = False
+        else:
+            following = i + 1 < n
+            is_value = _is_value(
+                token,
+                word,
+                i == 0 or _opens_sentence(gaps[i]),
+                tokens[i + 1] if following else None,
+                folded[i + 1] if following else None,
+            )
+        if is_value:
+            words_of.append(None)
+        elif word in STOP_WORDS:
+            words_of.append(())
+        elif word.isascii() and word.isalpha():  # one word (most tokens)
+            words_of.append((word,))
+            flat.append(word)
+        else:
+            kept = [w for w in words(token) if w not in STOP_WORDS]
+            words_of.append(kept)
+            flat += kept
+    stems = iter(stem_words(flat) if flat else ())
     # Items: ("w", term) or ("v", value), slots already merged; each with whether it is in a side
-    # clause and which clause holds it.
+    # clause, which clause holds it and the token it starts at; and the tokens of each slot.
     items: list[tuple[str, str]] = []
     item_side: list[bool] = []
     item_clause: list[int] = []
-    item_prev: list[str] = []  # the token before the item's token, case folded
-    item_adverb: list[bool] = []  # a word ending in -ly (daily, nightly, quarterly)
-    slot_words: list[list[str]] = []
-    previous_end = 0
+    item_token: list[int] = []
+    slot_tokens: list[list[int]] = []
+    wording: set[str] = set()
     previous_value = False  # a stop word between two values separates them, though it leaves no term
     in_side = False
     clause = 0
@@ -224,33 +244,26 @@ def shape(text: str) -> ClaimShape:
     # A side clause opening a sentence is one only if a comma (or a dash) closes it, with the fact
     # after it ("Since 2024-05-01, Marco Silva is …"); "After PAY-12 we learned that …" is the fact.
     pending: int | None = None  # where such a side clause began, until it is closed
-    for i, (m, token, value, ws) in enumerate(zip(matches, tokens, kinds, words_of)):
-        gap = text[previous_end : m.start()]
-        if i and clause_start[i]:
+    for i, (gap, word, ws) in enumerate(zip(gaps, folded, words_of)):
+        # Punctuation between two tokens ends a clause (most gaps are a space).
+        if i and gap != " " and _CLAUSE_ENDS.search(gap):
             if pending is not None and not _SIDE_CLAUSE_CLOSE.search(gap):
                 item_side[pending:] = [False] * (len(item_side) - pending)
             pending = None
             in_side = change_in_clause = False
             clause += 1
-        word = folded[i]
-        # "last quarter", "this week": when, not what
-        side_word = (i and folded[i - 1] in _TIME_DEICTICS and word in TIME_NOUNS) or (
-            word in _TIME_DEICTICS and i + 1 < len(tokens) and folded[i + 1] in TIME_NOUNS
-        )
-        if word in SIDE_CLAUSE_OPENERS or (word == "as" and i + 1 < len(tokens) and folded[i + 1] == "of"):
-            if not in_side and sentence_starts[i]:
+        if word in SIDE_CLAUSE_OPENERS or (word == "as" and i + 1 < n and folded[i + 1] == "of"):
+            if not in_side and (i == 0 or _opens_sentence(gap)):
                 pending = len(items)
             in_side = True
-        if value:
+        if ws is None:  # a value
             if previous_value and gap.isspace():
                 if not former:
-                    slot_words[-1].append(token)
-                    items[-1] = ("v", " ".join(_value_form(w) for w in slot_words[-1]))
+                    slot_tokens[-1].append(i)
             else:
                 if previous_value and not former and _ARROW.search(gap) and items and items[-1][0] == "v":
                     # "X -> Y": X is the value replaced
-                    items.pop(), item_side.pop(), item_clause.pop(), slot_words.pop()
-                    item_prev.pop(), item_adverb.pop()
+                    items.pop(), item_side.pop(), item_clause.pop(), item_token.pop(), slot_tokens.pop()
                 before = folded[i - 1] if i else ""
                 former = (
                     (before == "from" and change_in_clause)
@@ -258,77 +271,102 @@ def shape(text: str) -> ClaimShape:
                     or (before == "of" and i > 1 and folded[i - 2] == "instead")
                 )
                 if not former:
-                    slot_words.append([token])
-                    items.append(("v", _value_form(token)))
+                    slot_tokens.append([i])
+                    items.append(("v", ""))  # its value once the slot is complete
                     item_side.append(in_side)
-                    item_prev.append(before)
-                    item_adverb.append(False)
                     item_clause.append(clause)
-        else:
-            former = False
-            for _ in ws:
-                term = sys.intern(next(stems))
-                items.append(("w", term))
-                item_side.append(in_side or side_word)
-                item_prev.append(folded[i - 1] if i else "")
-                item_adverb.append(word.endswith("ly"))
-                item_clause.append(clause)
-                change_in_clause = change_in_clause or term in CHANGE_WORDS
-        previous_value = value
-        previous_end = m.end()
+                    item_token.append(i)
+            previous_value = True
+            continue
+        former = previous_value = False
+        if not ws:
+            continue
+        # "last quarter", "this week": when, not what
+        side = in_side or bool(
+            (word in TIME_NOUNS and i and folded[i - 1] in _TIME_DEICTICS)
+            or (word in _TIME_DEICTICS and i + 1 < n and folded[i + 1] in TIME_NOUNS)
+        )
+        for _ in ws:
+            term = sys.intern(next(stems))
+            items.append(("w", term))
+            item_side.append(side)
+            item_clause.append(clause)
+            item_token.append(i)
+            wording.add(term)
+            change_in_clause = change_in_clause or term in CHANGE_WORDS
     if pending is not None:
         item_side[pending:] = [False] * (len(item_side) - pending)
-    slots = []
-    k = 0
-    last_word = _START
-    before_of: list[str] = []
-    # The two terms before each item, change words left out: where a value stood before its verb
-    # was replaced ("is hosted in X" → "was migrated to Y").
-    frame_of: list[tuple[str, str]] = []
-    frame = (_START, _START)
-    for kind, term in items:
-        before_of.append(last_word)
-        frame_of.append(frame)
-        if kind == "w":
-            last_word = term
-            if term not in CHANGE_WORDS:
-                frame = (term, frame[0])
-    next_word = _END
+    # The term after each item, side clauses left out (a side clause after a value is not its frame).
     after_of: list[str] = [_END] * len(items)
-    for i in range(len(items) - 1, -1, -1):
-        after_of[i] = next_word
-        if items[i][0] == "w" and not item_side[i]:  # a side clause after a value is not its frame
-            next_word = items[i][1]
-    # The last name or term of the main clause (the one naming the most, the first of equals).
-    named: list[tuple[int, int, tuple[str, str]]] = []
+    next_word = _END
+    for k in range(len(items) - 1, -1, -1):
+        after_of[k] = next_word
+        kind, term = items[k]
+        if kind == "w" and not item_side[k]:
+            next_word = term
+    slots = []
     core = set()
-    for i, (kind, term) in enumerate(items):
+    # The term before each item, and the two before it with change words left out: where a value
+    # stood before its verb was replaced ("is hosted in X" → "was migrated to Y").
+    last_word = _START
+    frame = (_START, _START)
+    named: list[int] = []  # the items that can be the last (below): the core's terms, names outside side clauses
+    slot_index = 0
+    for k, (kind, term) in enumerate(items):
         if kind == "w":
-            if not item_side[i] and term not in CHANGE_WORDS:
+            change = term in CHANGE_WORDS
+            if not change and not item_side[k]:
                 core.add(term)
-                named.append((item_clause[i], i, (kind, term)))
+                named.append(k)
+            last_word = term
+            if not change:
+                frame = (term, frame[0])
             continue
-        raw = slot_words[k]
-        head = sys.intern(" ".join(w.casefold() for w in raw if not _has_digit(w)))
-        identifier = any(w.islower() and not _has_digit(w) and _MAYBE_VALUE.search(w) for w in raw)
-        slots.append(Slot(term, head, before_of[i], after_of[i], identifier, item_side[i], frame_of[i]))
-        if head and not item_side[i]:
-            named.append((item_clause[i], i, (kind, term)))
-        k += 1
+        # The slot's value, its tokens without digits (its head) and whether one of those is a
+        # lowercase identifier; a slot of one token (most) read without the joins.
+        raw = slot_tokens[slot_index]
+        slot_index += 1
+        if len(raw) == 1:
+            token, word = tokens[raw[0]], folded[raw[0]]
+            value = _value_form(word)
+            no_digit = not _has_digit(token)
+            head = sys.intern(word) if no_digit else ""
+            identifier = no_digit and token.islower() and _MAYBE_VALUE.search(token) is not None
+        else:
+            no_digits = [j for j in raw if not _has_digit(tokens[j])]
+            value = " ".join([_value_form(folded[j]) for j in raw])
+            head = sys.intern(" ".join([folded[j] for j in no_digits]))
+            identifier = any(tokens[j].islower() and _MAYBE_VALUE.search(tokens[j]) for j in no_digits)
+        items[k] = ("v", value)
+        slots.append(Slot(value, head, last_word, after_of[k], identifier, item_side[k], frame))
+        if head and not item_side[k]:
+            named.append(k)
+    # The last name or term of the main clause (the one naming the most, the first of equals;
+    # items come clause by clause).
     last: tuple[str, str] = ("", "")
     value_word = False
     if named:
-        sizes = Counter(c for c, _, _ in named)
-        main = max(sizes, key=lambda c: (sizes[c], -c))
-        i, last = next((i, item) for c, i, item in reversed(named) if c == main)
-        value_word = item_adverb[i] or item_prev[i] in VALUE_LEADS
-    wording = frozenset(t for kind, t in items if kind == "w")
+        best = count = 0
+        current = main = last_k = -1
+        for k in named:
+            if item_clause[k] != current:
+                current, count = item_clause[k], 0
+            count += 1
+            if count > best:
+                best, main = count, current
+            if current == main:
+                last_k = k
+        last = items[last_k]
+        t = item_token[last_k]
+        adverb = last[0] == "w" and folded[t].endswith("ly")  # daily, nightly, quarterly
+        value_word = adverb or (folded[t - 1] if t else "") in VALUE_LEADS
+    wording_terms = frozenset(wording)
     core_terms = frozenset(core)
     return ClaimShape(
         normalize_claim(text),
-        wording,
+        wording_terms,
         tuple(slots),
-        wording if core_terms == wording else core_terms,  # one set where they coincide (most claims)
+        wording_terms if core_terms == wording_terms else core_terms,  # one set where they coincide (most claims)
         last,
         value_word,
         frozenset(slot.value for slot in slots),
@@ -379,16 +417,19 @@ def _replacements(gone: list[Slot], added: list[Slot], lost: frozenset[str]) -> 
     for a region)."""
     free = list(added)
     out: list[tuple[Slot, Slot]] = []
-    done: list[Slot] = []
+    done: dict[str, list[Slot]] = {}  # the older slots paired, by value (cheaper than comparing slots)
     for fit in (_same_name, _same_kind, _compatible):
         for old in gone:
-            if old in done:
+            if old in done.get(old.value, ()):
                 continue
-            match = next((new for new in free if _aligned(old, new, lost) and fit(old, new)), None)
-            if match is not None:
-                free.remove(match)
-                done.append(old)
-                out.append((old, match))
+            # The first new value that fits (the cheaper test first); `del`, as no slot before it is
+            # equal to it (that one would fit too).
+            for k, new in enumerate(free):
+                if fit(old, new) and _aligned(old, new, lost):
+                    del free[k]
+                    done.setdefault(old.value, []).append(old)
+                    out.append((old, new))
+                    break
     return out
 
 
@@ -434,11 +475,13 @@ def relation(newer: str, older: str, mentions: Mentions | None = None) -> Relati
     return compare(shape(newer), shape(older)).resolve(mentions)
 
 
-def compare(a: ClaimShape, b: ClaimShape) -> Verdict:
+def compare(a: ClaimShape, b: ClaimShape, *, similar: bool = True) -> Verdict:
     """`relation` of two parsed claims (a newer, b older), the topic check left to the caller, so
-    that the counts of every pair's values can be read at once, and only for pairs that need them."""
+    that the counts of every pair's values can be read at once, and only for pairs that need them.
+    Without `similar`, a pair that is not SUPERSEDES is NONE: the page check asks for nothing else,
+    and judging SIMILAR was a third of its time."""
     if a.normalized == b.normalized:
-        return _SIMILAR  # the same text under another type (same type is MATCHED)
+        return _SIMILAR if similar else _NONE  # the same text under another type (same type is MATCHED)
     a_values, b_values = a.values, b.values
     # What the newer claim says that the older does not (change words and side clauses aside), and
     # what of the older claim the newer leaves out: a newer version of a fact says nothing else, and
@@ -449,7 +492,7 @@ def compare(a: ClaimShape, b: ClaimShape) -> Verdict:
     if a_values <= b_values or b_values <= a_values:  # no slot replaced, at most left out or added
         if len(extra) == 1 and len(lost) == 1 and _word_replaced(a, b, extra, lost):
             return _SUPERSEDES
-        return Verdict(_similar(a, b))
+        return _SIMILAR if similar and _similar(a, b) is Relation.SIMILAR else _NONE
     if extra or len(lost) > 1:
         return _NONE
     gone = [slot for slot in b.slots if slot.value not in a_values]
@@ -518,7 +561,7 @@ def _similar(a: ClaimShape, b: ClaimShape) -> Relation:
     shared_values = a.values & b.values
     if not shared_words and len(shared_values) < SIMILAR_SHARED_VALUES:
         return Relation.NONE  # no wording in common, and too few values to name one fact alone
-    union_words = len(a.wording | b.wording)
+    union_words = len(a.wording) + len(b.wording) - shared_words
     jaccard = shared_words / union_words if union_words else 0.0
     if not a.values:
         return Relation.SIMILAR if jaccard >= SIMILAR_JACCARD_NO_VALUES else Relation.NONE
@@ -544,7 +587,7 @@ def possible_conflicts(items: list[tuple[str, str]]) -> list[tuple[tuple[str, st
     out = []
     for j, (new_id, new) in enumerate(shapes):
         for old_id, old in shapes[:j]:
-            verdict = compare(new, old)
+            verdict = compare(new, old, similar=False)
             if verdict.relation is Relation.SUPERSEDES:
                 out.append(((old_id, new_id), verdict))
     return out

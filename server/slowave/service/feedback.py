@@ -41,7 +41,7 @@ def feedback(ctx: ServiceContext, tenant: str, cmd: FeedbackCommand) -> list[pb.
         item = cmd.items[0]
         assert isinstance(item, FeedbackItem)
         with ctx.db.transaction() as uow:
-            retrieval = uow.retrievals.get(tenant, item.retrieval_id, lock=True)
+            retrieval = uow.retrievals.header(tenant, item.retrieval_id, lock=True)
             if retrieval is None:
                 raise RetrievalNotFound(f"retrieval {item.retrieval_id} not found")
             return [record_item(uow, tenant, retrieval, item, ctx.clock.now())]
@@ -56,7 +56,7 @@ def _batch_item(
         return item
     try:
         with ctx.db.transaction() as uow:
-            retrieval = uow.retrievals.get(tenant, item.retrieval_id, lock=True)
+            retrieval = uow.retrievals.header(tenant, item.retrieval_id, lock=True)
             if retrieval is None:
                 return res.ItemError(
                     code="not_found", message=f"retrieval {item.retrieval_id} not found", retryable=False

@@ -20,6 +20,12 @@ _target = (
     _x.c.target_kind == bindparam("k"),
     _x.c.target_id == bindparam("i"),
 )
+# A retrieval without its frozen catalog: what Feedback reads (the catalog, 50 memories as JSON, is
+# only for serving pages).
+_HEADER = select(*(c for c in _r.c if c.name != "catalog")).where(
+    _r.c.id == bindparam("id"), _r.c.tenant == bindparam("tenant")
+)
+_HEADER_LOCKED = _HEADER.with_for_update()
 _COVER = update(_x).where(*_target).values(covered=True)
 _COVER_EFFECTIVE = update(_x).where(*_target).values(covered=True, effective_seq=bindparam("seq"))
 # Exposed targets with no accepted feedback row, over all retrievals of the sessions, by kind.
@@ -40,6 +46,10 @@ class RetrievalStore:
 
     def get(self, tenant: str, retrieval_id: str, *, lock: bool = False) -> Any | None:
         return self.ex.row_where(_r, lock, id=retrieval_id, tenant=tenant)
+
+    def header(self, tenant: str, retrieval_id: str, *, lock: bool = False) -> Any | None:
+        """The retrieval without its catalog; `lock` as in `get`."""
+        return self.ex.first(_HEADER_LOCKED if lock else _HEADER, {"id": retrieval_id, "tenant": tenant})
 
     def of_session(self, session_id: str) -> list[Any]:
         """The session's retrievals (id, number) in creation order."""
