@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from slowave.domain.text import normalize_claim
 
@@ -103,6 +103,19 @@ class MemoryEvidence:
     others: tuple[CueUnits, ...] = ()
     positive_cues: int = 0
     negative_cues: int = 0
+
+    def with_own_units(self, units: int) -> MemoryEvidence:
+        """The evidence once `units` more are added under q itself (Feedback's `applied`): the other
+        cues' sums stay, and so do how many of them are positive or negative; q's own sign may move."""
+        if not units:
+            return self
+        own = self.own_units + units
+        return replace(
+            self,
+            own_units=own,
+            positive_cues=self.positive_cues - (self.own_units > 0) + (own > 0),
+            negative_cues=self.negative_cues - (self.own_units < 0) + (own < 0),
+        )
 
 
 NO_EVIDENCE = MemoryEvidence()

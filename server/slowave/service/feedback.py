@@ -22,12 +22,12 @@ from slowave.domain.feedback_authorization import (
 )
 from slowave.domain.feedback_entries import FeedbackItem, MemoryEntry, ProcedureEntry
 from slowave.domain.identifiers import memory_number, new_feedback_event_id
-from slowave.domain.learning import applied_bucket, procedure_counts
+from slowave.domain.learning import MemoryEvidence, applied_bucket, learned_for_cue, procedure_counts
 from slowave.domain.session_state import SessionState
 from slowave.service.commands import FeedbackCommand
 from slowave.service.context import ServiceContext
 from slowave.service.knowledge_gaps import record_missing
-from slowave.service.learned import learned_adjustment
+from slowave.service.learned import memory_evidence
 from slowave.service.messages import message
 from slowave.storage.unit_of_work import Row, UnitOfWork
 from slowave.v1 import memory_service_pb2 as pb
@@ -78,7 +78,9 @@ class _Call:
     accepted_explicit: list[str] = field(default_factory=list)
     rejected: list[pb.RejectedTarget] = field(default_factory=list)
     accepted_now: set[tuple[str, str]] = field(default_factory=set)
-    learned_before: dict[str, float] = field(default_factory=dict)  # memory id -> learned at call start
+    # memory id -> its evidence at the call's start, and the units this call added under the cue
+    evidence_before: dict[str, MemoryEvidence] = field(default_factory=dict)
+    units_added: dict[str, int] = field(default_factory=dict)
     retired: list[str] = field(default_factory=list)
     replacements: list[str] = field(default_factory=list)
 
@@ -147,7 +149,7 @@ def record_item(uow: UnitOfWork, tenant: str, retrieval: Row, item: FeedbackItem
         rejected=call.rejected,
         implicitly_assessed=_target_ids(result.implicit),
         outstanding=_target_ids(result.outstanding),
-        applied=_applied(uow, tenant, call),
+        applied=_applied(call),
         retrieval_quality=item.retrieval_quality,
         missing=list(item.missing),
         recorded_at=recorded_at,
@@ -160,8 +162,8 @@ def _accept_memory_entry(
     target = ("memory", entry.memory_id)
     number = memory_number(entry.memory_id)
     memory = uow.memories.get(tenant, number, lock=True) if number is not None else None
-    if entry.memory_id not in call.learned_before and memory is not None:
-        call.learned_before[entry.memory_id] = learned_adjustment(uow, memory, call.cue, call.cue_terms)
+    if entry.memory_id not in call.evidence_before and memory is not None:
+        call.evidence_before[entry.memory_id] = memory_evidence(uow, memory, call.cue)
     first = effective.get(target) is None
     seq_id = row.accepted("memory", entry.memory_id, _memory_fields(entry), effective=first)
     call.accepted_explicit.append(seq_id)
@@ -176,6 +178,7 @@ def _accept_memory_entry(
     if effect.learning_units:
         assert call.cue is not None
         uow.cues.add_units(memory.number, call.cue, effect.learning_units, row.last_seq)
+        call.units_added[entry.memory_id] = call.units_added.get(entry.memory_id, 0) + effect.learning_units
     if effect.retirement is not None:
         retirement = effect.retirement
         replacement = retirement.replacement_memory_id
@@ -210,15 +213,16 @@ def _accept_procedure_entry(
         uow.retrievals.cover(row.retrieval.id, "procedure", entry.procedure_id)
 
 
-def _applied(uow: UnitOfWork, tenant: str, call: _Call) -> pb.Applied:
+def _applied(call: _Call) -> pb.Applied:
+    """Each assessed memory's learned(m, q) before and after the call, judged. The call changed
+    only the memory's sum under q itself (what it added is kept in `units_added`), so the value
+    after is computed from the evidence read before, not read again."""
     applied = pb.Applied(retired=list(call.retired), replacements=list(call.replacements))
-    for mid, before in call.learned_before.items():
+    for mid, evidence in call.evidence_before.items():
         if mid in call.retired:
             continue
-        number = memory_number(mid)
-        after = (
-            learned_adjustment(uow, uow.memories.get(tenant, number), call.cue, call.cue_terms) if number else before
-        )
+        before = learned_for_cue(evidence, call.cue_terms)
+        after = learned_for_cue(evidence.with_own_units(call.units_added.get(mid, 0)), call.cue_terms)
         getattr(applied, applied_bucket(before, after)).append(mid)
     return applied
 
@@ -267,10 +271,20 @@ class _RowWriter:
     def __init__(self, uow: UnitOfWork, tenant: str, retrieval: Row, now: datetime) -> None:
         self.uow, self.tenant, self.retrieval, self.now = uow, tenant, retrieval, now
         self.last_seq: int | None = None
+        # Each target's latest accepted row in the retrieval: read once, then kept as rows are appended
+        # (a call appends several; reading it per row was a statement each). Targets whose latest
+        # row was appended without its seq coming back (`implicitly_accepted`) are read again.
+        self._latest: dict[tuple[str, str], int] | None = None
+        self._unknown: set[tuple[str, str]] = set()
+
+    def _previous(self, target: tuple[str, str]) -> int | None:
+        if self._latest is None or target in self._unknown:
+            self._latest, self._unknown = self.uow.ledger.last_accepted_seqs(self.retrieval.id), set()
+        return self._latest.get(target)
 
     def _append(self, kind: str, target_id: str, accepted: bool, fields: dict, **flags) -> str:
         event_id = new_feedback_event_id()
-        previous = self.uow.ledger.last_accepted_seq(self.retrieval.id, kind, target_id) if accepted else None
+        previous = self._previous((kind, target_id)) if accepted else None
         self.last_seq = self.uow.ledger.append(
             event_id=event_id,
             tenant=self.tenant,
@@ -284,6 +298,8 @@ class _RowWriter:
             **fields,
             **flags,
         )
+        if accepted and self._latest is not None:
+            self._latest[(kind, target_id)] = self.last_seq
         return event_id
 
     def accepted(
@@ -295,7 +311,6 @@ class _RowWriter:
         """One `not_used` row per target a complete declaration covers, appended in one statement."""
         if not targets:
             return []
-        previous = self.uow.ledger.last_accepted_seqs(self.retrieval.id)
         rows = [
             dict(
                 event_id=new_feedback_event_id(),
@@ -305,7 +320,7 @@ class _RowWriter:
                 target_kind=kind,
                 target_id=target_id,
                 accepted=True,
-                previous_accepted_seq=previous.get((kind, target_id)),
+                previous_accepted_seq=self._previous((kind, target_id)),
                 recorded_at=self.now,
                 implicit=True,
                 assessment="not_used" if kind == "memory" else None,
@@ -315,6 +330,7 @@ class _RowWriter:
             for kind, target_id in targets
         ]
         self.uow.ledger.append_many(rows)
+        self._unknown.update(targets)
         return [row["event_id"] for row in rows]
 
     def rejected(self, kind: str, target_id: str, rejection: Rejection, fields: dict) -> str:

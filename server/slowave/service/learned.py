@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from slowave.domain.learning import learned_for_cue
+from slowave.domain.learning import NO_EVIDENCE, MemoryEvidence, learned_for_cue
 from slowave.storage.unit_of_work import UnitOfWork
 
 
@@ -17,5 +17,8 @@ def learned_adjustments(
     return {n: learned_for_cue(e, cue_terms) for n, e in uow.cues.memory_evidence(counts, cue).items()}
 
 
-def learned_adjustment(uow: UnitOfWork, row, cue: int | None, cue_terms: frozenset[str]) -> float:
-    return learned_adjustments(uow, [row], cue, cue_terms).get(row.number, 0.0)
+def memory_evidence(uow: UnitOfWork, row, cue: int | None) -> MemoryEvidence:
+    """The evidence `learned(m, q)` is computed from, for one memory row (NO_EVIDENCE without any)."""
+    if not (row.positive_cues or row.negative_cues):
+        return NO_EVIDENCE
+    return uow.cues.memory_evidence({row.number: (row.positive_cues, row.negative_cues)}, cue)[row.number]

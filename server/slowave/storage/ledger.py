@@ -17,9 +17,6 @@ _LAST_ACCEPTED_SEQS = (
     .where(_of_retrieval, _f.c.accepted.is_(True))
     .group_by(_f.c.target_kind, _f.c.target_id)
 )
-_LAST_ACCEPTED_SEQ = select(func.max(_f.c.seq)).where(
-    _of_retrieval, _f.c.target_kind == bindparam("kind"), _f.c.target_id == bindparam("target"), _f.c.accepted.is_(True)
-)
 _MAX_SEQ = select(func.max(_f.c.seq))
 
 
@@ -44,9 +41,6 @@ class LedgerStore:
     def last_accepted_seqs(self, retrieval_id: str) -> dict[tuple[str, str], int]:
         """The latest accepted row of each target of a retrieval."""
         return {(k, i): seq for k, i, seq in self.ex.rows(_LAST_ACCEPTED_SEQS, {"retrieval_id": retrieval_id})}
-
-    def last_accepted_seq(self, retrieval_id: str, kind: str, target_id: str) -> int | None:
-        return self.ex.scalar(_LAST_ACCEPTED_SEQ, {"retrieval_id": retrieval_id, "kind": kind, "target": target_id})
 
     def rows(self, retrieval_id: str | None = None) -> list[Any]:
         return self.ex.rows(_rows(bool(retrieval_id)), {"retrieval_id": retrieval_id})
