@@ -54,6 +54,30 @@ def test_remember_flags_an_older_version_and_a_restatement(stub, scope):
     commit(stub, a.session_id)
 
 
+def test_flags_that_cannot_be_read_leave_the_claims_stored(stub, scope, monkeypatch):
+    """Flags are read after the claims are committed (outside the writer lock): if that read fails,
+    the call still succeeds, without flags, and the claims stay stored."""
+    s = service()
+    a = activate(stub, scope, task=f"Note the ports of {s}")
+    old = remember(stub, a.session_id, scope, f"{s} listens on port 8080 in production.")
+
+    def unreadable(*_args, **_kwargs):
+        raise RuntimeError("the flags' snapshot failed")
+
+    monkeypatch.setattr("slowave.service.remember.flags", unreadable)
+    new = remember(stub, a.session_id, scope, f"{s} listens on port 9090 in production.")
+    assert new.disposition == pb.DISPOSITION_CREATED
+    assert list(new.possibly_supersedes) == [] and list(new.similar) == []
+    monkeypatch.undo()
+
+    # Stored: the same claim again is MATCHED to it, and a restatement is flagged against both.
+    again = remember(stub, a.session_id, scope, f"{s} listens on port 9090 in production.")
+    assert again.disposition == pb.DISPOSITION_MATCHED and again.memory_id == new.memory_id
+    restated = remember(stub, a.session_id, scope, f"In production the {s} port is 9090.")
+    assert list(restated.similar) == [new.memory_id] and list(restated.possibly_supersedes) == [old.memory_id]
+    commit(stub, a.session_id)
+
+
 def test_flags_never_name_another_scopes_memories(stub, scope):
     s = service()
     other = new_scope()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 
 from slowave.domain.claim_identity import claim_hash
@@ -16,6 +17,7 @@ from slowave.service.knowledge_gaps import close_answered_gaps
 from slowave.service.messages import message
 from slowave.service.retrieval import value_mentions
 from slowave.service.sessions import open_session_in_scope
+from slowave.storage.database import CallerGone
 from slowave.storage.unit_of_work import UnitOfWork
 from slowave.v1 import memory_service_pb2 as pb
 from slowave.v1 import resources_pb2 as res
@@ -53,7 +55,37 @@ def remember(ctx: ServiceContext, tenant: str, cmd: RememberCommand) -> list[pb.
             store.close_gaps(claims)
     if refusal is not None:
         raise refusal
+    if store.created:
+        _add_flags(ctx, tenant, session.scope, store.created)
     return out
+
+
+def _add_flags(ctx: ServiceContext, tenant: str, scope: str, created: list[Created]) -> None:
+    """Fills in the flags of the claims just created, read in a snapshot after they were committed:
+    comparing them with older memories is most of a Remember's work, and outside the write
+    transaction it never holds the writer lock (other writers, and other server processes, go on
+    meanwhile). The snapshot holds every memory older than the new ones as the commit left it,
+    claims created earlier in the same batch included; a memory retired in between is left out, as
+    it is no longer active. The claims are stored whatever happens here: flags that cannot be read
+    are left empty (and logged), never reported as a failure of the call."""
+    try:
+        with ctx.db.transaction(read_only=True) as view:
+            found = flags(view, tenant, scope, [(c.number, c.content) for c in created])
+    except (Exception, CallerGone):  # CallerGone: nobody waits for the result any more
+        log.warning("remember: flags of %d stored claim(s) could not be read", len(created), exc_info=True)
+        return
+    for c, (similar, supersedes) in zip(created, found):
+        c.result.similar.extend(similar)
+        c.result.possibly_supersedes.extend(supersedes)
+
+
+@dataclass(frozen=True)
+class Created:
+    """A claim created by this call: its result (flags still to add), number and text."""
+
+    result: pb.RememberResult
+    number: int
+    content: str
 
 
 class ClaimStore:
@@ -65,6 +97,8 @@ class ClaimStore:
     ) -> None:
         self.uow, self.tenant, self.session_id, self.scope, self.now = uow, tenant, session_id, scope, now
         self.encoder_id = encoder_id
+        self.created: list[Created] = []
+        """The claims created (not MATCHED) by the calls that succeeded, for their flags."""
 
     def batch(self, claims: list[Claim], vectors: list[bytes]) -> list[pb.RememberResult | res.ItemError]:
         """Batch items are independent: if storing them together fails, each is retried alone, so
@@ -74,6 +108,7 @@ class ClaimStore:
                 return self.claims(claims, vectors)
         except Exception:
             log.warning("batch remember failed as a whole; storing items one by one", exc_info=True)
+        self.created = []
         results: list = []
         for i, claim in enumerate(claims):
             try:
@@ -151,8 +186,7 @@ class ClaimStore:
             ]
         )
         fresh = set(creating)
-        flags = dict(zip(created, self.flags([(numbers[i], claims[i].content) for i in creating])))
-        return [
+        results = [
             message(
                 pb.RememberResult,
                 stored=True,
@@ -161,60 +195,59 @@ class ClaimStore:
                 type=c.type,
                 scope=self.scope,
                 source_event_id=event_id(e),
-                # A MATCHED claim (or a repeat within the batch) is no news: no flags.
-                **(flags[n] if i in fresh else {}),
             )
             for i, (c, n, e) in enumerate(zip(claims, numbers, events))
         ]
-
-    def flags(self, created: list[tuple[int, str]]) -> list[dict[str, list[str]]]:
-        """`similar` and `possibly_supersedes` of each just-created memory (number, content): the
-        older active memories of the scope that the rule (domain.near_duplicates) relates to it.
-        Read in this transaction after the whole batch is stored, so claims created earlier in the
-        same batch count; nothing is written meanwhile, so the term counts, the candidates and the
-        values' counts are read once for the batch (three queries at most), as each claim alone
-        would read them."""
-        token_sets = [frozenset(terms(content)) for _, content in created]
-        wanted = sorted({t for ts in token_sets for t in statistics_terms(ts)})
-        doc_counts = self.uow.search.term_statistics(self.tenant, self.scope, wanted) if created else {}
-        queries = [lexical_query(ts, doc_counts, FLAG_CANDIDATES) for ts in token_sets]
-        asked = [i for i, q in enumerate(queries) if q is not None]
-        matches = self.uow.search.lexical_matches_each(
-            self.tenant,
-            self.scope,
-            [(queries[i].terms, queries[i].require_all) for i in asked],  # type: ignore[union-attr]
-            FLAG_CANDIDATES,
-        )
-        verdicts: list[list[tuple[int, Verdict]]] = [[] for _ in created]
-        for i, rows in zip(asked, matches):
-            number, content = created[i]
-            older = [row for row in rows if row.number < number and row.status == "active"]
-            if not older:
-                continue
-            new = shape(content)
-            for row in older:
-                verdict = compare(new, shape(row.content))
-                if verdict.relation is not Relation.NONE:
-                    verdicts[i].append((row.number, verdict))
-        counts = value_mentions(
-            self.uow, self.tenant, self.scope, {v for vs in verdicts for _, x in vs for v in x.values()}
-        )
-        out = []
-        for vs in verdicts:
-            found: dict[Relation, list[int]] = {Relation.SIMILAR: [], Relation.SUPERSEDES: []}
-            for n, verdict in vs:
-                kind = verdict.resolve(counts.__getitem__)
-                if kind is not Relation.NONE:
-                    found[kind].append(n)
-            out.append(
-                {}
-                if queries[len(out)] is None
-                else {
-                    "similar": [memory_id(n) for n in sorted(found[Relation.SIMILAR])[:FLAG_LIMIT]],
-                    "possibly_supersedes": [memory_id(n) for n in sorted(found[Relation.SUPERSEDES])[:FLAG_LIMIT]],
-                }
-            )
-        return out
+        # A MATCHED claim (or a repeat within the batch) is no news: no flags.
+        self.created += [Created(results[i], numbers[i], claims[i].content) for i in creating]  # type: ignore[arg-type]
+        return results
 
     def close_gaps(self, claims: list[Claim]) -> None:
         close_answered_gaps(self.uow, self.tenant, self.scope, *(c.content for c in claims))
+
+
+def flags(
+    uow: UnitOfWork, tenant: str, scope: str, created: list[tuple[int, str]]
+) -> list[tuple[list[str], list[str]]]:
+    """`similar` and `possibly_supersedes` of each just-created memory (number, content): the
+    older active memories of the scope that the rule (domain.near_duplicates) relates to it.
+    Read in one snapshot after the whole batch is stored, so claims created earlier in the same
+    batch count; the term counts, the candidates and the values' counts are read once for the
+    batch (three queries at most), as each claim alone would read them."""
+    token_sets = [frozenset(terms(content)) for _, content in created]
+    wanted = sorted({t for ts in token_sets for t in statistics_terms(ts)})
+    doc_counts = uow.search.term_statistics(tenant, scope, wanted) if created else {}
+    queries = [lexical_query(ts, doc_counts, FLAG_CANDIDATES) for ts in token_sets]
+    asked = [i for i, q in enumerate(queries) if q is not None]
+    matches = uow.search.lexical_matches_each(
+        tenant,
+        scope,
+        [(queries[i].terms, queries[i].require_all) for i in asked],  # type: ignore[union-attr]
+        FLAG_CANDIDATES,
+    )
+    verdicts: list[list[tuple[int, Verdict]]] = [[] for _ in created]
+    for i, rows in zip(asked, matches):
+        number, content = created[i]
+        older = [row for row in rows if row.number < number and row.status == "active"]
+        if not older:
+            continue
+        new = shape(content)
+        for row in older:
+            verdict = compare(new, shape(row.content))
+            if verdict.relation is not Relation.NONE:
+                verdicts[i].append((row.number, verdict))
+    counts = value_mentions(uow, tenant, scope, {v for vs in verdicts for _, x in vs for v in x.values()})
+    out = []
+    for vs in verdicts:
+        found: dict[Relation, list[int]] = {Relation.SIMILAR: [], Relation.SUPERSEDES: []}
+        for n, verdict in vs:
+            kind = verdict.resolve(counts.__getitem__)
+            if kind is not Relation.NONE:
+                found[kind].append(n)
+        out.append(
+            (
+                [memory_id(n) for n in sorted(found[Relation.SIMILAR])[:FLAG_LIMIT]],
+                [memory_id(n) for n in sorted(found[Relation.SUPERSEDES])[:FLAG_LIMIT]],
+            )
+        )
+    return out
