@@ -61,13 +61,14 @@ def remember(ctx: ServiceContext, tenant: str, cmd: RememberCommand) -> list[pb.
 
 
 def _add_flags(ctx: ServiceContext, tenant: str, scope: str, created: list[Created]) -> None:
-    """Fills in the flags of the claims just created, read in a snapshot after they were committed:
-    comparing them with older memories is most of a Remember's work, and outside the write
-    transaction it never holds the writer lock (other writers, and other server processes, go on
-    meanwhile). The snapshot holds every memory older than the new ones as the commit left it,
-    claims created earlier in the same batch included; a memory retired in between is left out, as
-    it is no longer active. The claims are stored whatever happens here: flags that cannot be read
-    are left empty (and logged), never reported as a failure of the call."""
+    """Fills in the flags of the claims just created, read in a read-only unit of work after they
+    were committed: comparing them with older memories is most of a Remember's work, and outside
+    the write transaction it never holds the writer lock (other writers, and other server
+    processes, go on meanwhile). It sees every memory older than the new ones, claims created
+    earlier in the same batch included (a SQLite snapshot; PostgreSQL reads committed rows per
+    statement); a memory retired in between is left out, as it is no longer active. The claims are
+    stored whatever happens here: flags that cannot be read are left empty (and logged), never
+    reported as a failure of the call."""
     try:
         with ctx.db.transaction(read_only=True) as view:
             found = flags(view, tenant, scope, [(c.number, c.content) for c in created])
@@ -211,7 +212,7 @@ def flags(
 ) -> list[tuple[list[str], list[str]]]:
     """`similar` and `possibly_supersedes` of each just-created memory (number, content): the
     older active memories of the scope that the rule (domain.near_duplicates) relates to it.
-    Read in one snapshot after the whole batch is stored, so claims created earlier in the same
+    Read after the whole batch is committed, so claims created earlier in the same
     batch count; the term counts, the candidates and the values' counts are read once for the
     batch (three queries at most), as each claim alone would read them."""
     token_sets = [frozenset(terms(content)) for _, content in created]
