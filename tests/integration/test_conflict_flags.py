@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import uuid
 
+from slowave.service import retrieval as service_retrieval
 from tests.integration.test_mcp_bridge import bridge, data_of
-from tests.support import activate, commit, new_scope, pb, remember, res
+from tests.support import activate, commit, new_scope, pb, remember, remember_alone, res
 
 __all__ = ["bridge"]
 
@@ -164,6 +165,32 @@ def test_a_page_with_both_versions_warns_and_nothing_is_retired(server, stub, sc
     assert old.memory_id not in {m.memory_id for m in after.memories}
     assert new.memory_id in {m.memory_id for m in after.memories}
     assert "conflicting_memories" not in [w.code for w in after.warnings]
+
+
+def test_the_newer_version_of_a_fact_ranks_above_the_older(stub, scope, monkeypatch):
+    """Ranking rule (docs/retrieval.md "Versions of one fact"): the older claim says the cue's words
+    more plainly and would rank first on its words alone; it is placed just below the newer
+    version, both stay on the page, the page warns, and unrelated memories keep their relevance."""
+    s = service()
+    old = remember_alone(stub, scope, f"{s} uses Postgres 13 for its primary database.")
+    other = remember_alone(stub, scope, f"{s} uses Postgres connection pooling through PgBouncer.")
+    new = remember_alone(
+        stub, scope, f"{s} was upgraded on 2024-05-02 and now uses Postgres 16 for its primary database."
+    )
+    page = activate(stub, scope, task=f"Which Postgres version does {s} use for its primary database?")
+    ranked = [m.memory_id for m in page.memories]
+    by_id = {m.memory_id: m.ranking for m in page.memories}
+    assert ranked.index(new) < ranked.index(old)
+    assert by_id[old].relevance == round(by_id[new].relevance - 0.000001, 6)
+    assert other in by_id
+    assert [w.code for w in page.warnings].count("conflicting_memories") == 1
+    assert "versions(10)" in page.retrieval_policy_version
+
+    # With the rule switched off (the server runs in this process) the older one is first on its
+    # words: the rule is what moved it.
+    monkeypatch.setattr(service_retrieval, "version_pairs", lambda admitted, memories: [])
+    without = activate(stub, scope, task=f"Which Postgres version does {s} use for its primary database?")
+    assert [m.memory_id for m in without.memories].index(old) < [m.memory_id for m in without.memories].index(new)
 
 
 def test_the_mcp_bridge_carries_the_flags(bridge, scope):

@@ -5,8 +5,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from slowave.domain.near_duplicates import Relation
 from slowave.domain.relevance import TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, Cue
-from slowave.domain.retrieval import CandidateScoring, Catalog, CatalogMemory, CatalogProcedure
+from slowave.domain.retrieval import (
+    VERSIONS_COMPARED,
+    CandidateScoring,
+    Catalog,
+    CatalogMemory,
+    CatalogProcedure,
+    newer_versions_first,
+    version_pairs,
+)
 from slowave.domain.supersession import active_successor, stand_ins
 
 
@@ -131,3 +140,40 @@ def test_only_the_best_candidates_are_rendered_and_the_total_still_counts_them_a
         [_m(c.number, round(c.relevance + learned.get(c.number, 0.0), 6), c.relevance) for c in candidates], [], 3, 9
     )
     assert catalog == everything and catalog.relevant_total == 3 and catalog.truncated
+
+
+def test_the_newer_of_two_versions_ranks_above_the_older_and_nothing_else_moves():
+    memories = {
+        3: _Memory(3, "payments-api uses Postgres 13."),
+        5: _Memory(5, "The team prefers Mermaid diagrams in design docs."),
+        8: _Memory(8, "payments-api was upgraded on 2024-05-02 and now uses Postgres 16."),
+    }
+    admitted = {3: 0.9, 5: 0.7, 8: 0.6}
+    pairs = version_pairs(admitted, memories)
+    assert [(pair, verdict.resolve(None)) for pair, verdict in pairs] == [((3, 8), Relation.SUPERSEDES)]
+    assert newer_versions_first(admitted, [pair for pair, _ in pairs]) == {3: 0.599999, 5: 0.7, 8: 0.6}
+    # Already below: unchanged. No pairs: the same mapping.
+    assert newer_versions_first({3: 0.5, 8: 0.6}, [(3, 8)]) == {3: 0.5, 8: 0.6}
+    assert newer_versions_first(admitted, []) is admitted
+
+
+def test_a_chain_of_versions_ends_newest_first_and_the_rule_keeps_its_bounds():
+    # v1 (number 1) < v2 (4) < v3 (9): settled from the newest, so v1 ends below v2 even when v2 moved.
+    ranked = newer_versions_first({1: 0.95, 4: 0.9, 9: 0.5}, [(1, 4), (1, 9), (4, 9)])
+    assert ranked == {1: 0.499998, 4: 0.499999, 9: 0.5}
+    assert sorted(ranked, key=lambda n: -ranked[n]) == [9, 4, 1]
+    # A verbatim match keeps 1; nothing falls below the admission threshold.
+    assert newer_versions_first({1: 1.0, 2: 0.6}, [(1, 2)]) == {1: 1.0, 2: 0.6}
+    assert newer_versions_first({1: 0.8, 2: 0.35}, [(1, 2)]) == {1: 0.35, 2: 0.35}
+
+
+def test_versions_are_looked_for_among_the_most_relevant_admitted_memories_only():
+    old, new = "billing-db runs on Postgres 12.", "billing-db was upgraded and now runs on Postgres 16."
+    topics = ["lunch", "parking", "badges", "laptops", "coffee", "standups", "holidays", "travel", "desks", "plants"]
+    fillers = {10 + i: _Memory(10 + i, f"The office wiki explains {t}.") for i, t in enumerate(topics)}
+    assert len(fillers) == VERSIONS_COMPARED
+    memories = {1: _Memory(1, old), 2: _Memory(2, new), **fillers}
+    within = {1: 0.9, 2: 0.8, **{n: 0.5 for n in fillers}}
+    assert [pair for pair, _ in version_pairs(within, memories)] == [(1, 2)]
+    beyond = {1: 0.9, 2: 0.3, **{n: 0.5 for n in fillers}}  # the newer is not among the best ten
+    assert version_pairs(beyond, memories) == []

@@ -40,8 +40,9 @@ PROCEDURE_FAILURE_TERM = -0.03
 # evidence per cue, carried by cue similarity (behaviour §12.1 revised 2026-12). v5: occasions.
 # v6: what a claim is about (relevance.claim_subject). v7: memories that ask (relevance.asks); B 0.10 -> 0.01.
 # v8: a name weighs at least half the cue's average term (relevance.NAME_FLOOR), not all of it.
+# v9: the newer of two versions of one fact above the older (retrieval.newer_versions_first).
 RETRIEVAL_POLICY_VERSION = (
-    "v8(bm25,snowball-en+stop-v1,context2,occasion(64,0.4),subject(4,0.4),asks(0.3),names(0.5))"
+    "v9(bm25,snowball-en+stop-v1,context2,occasion(64,0.4),subject(4,0.4),asks(0.3),names(0.5),versions(10))"
     f"+learned(cue,step={MEMORY_STEP},bound={MEMORY_BOUND},tau={CUE_SIMILARITY_THRESHOLD},"
     f"B={GLOBAL_SHARE},k={GLOBAL_PRIOR_CUES},cues={COMPARED_CUES})"
 )

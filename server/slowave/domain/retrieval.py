@@ -10,6 +10,8 @@ this module does I/O. The pieces, in the order a retrieval applies them:
   the preference for memories that occurred on a date the cue names (domain.dates), then what
   each admitted memory is about (`about_named`), then the evidence of each admitted memory's
   occasion (`in_occasions`).
+* versions (`version_pairs`, `newer_versions_first`): of two admitted memories that read as two
+  versions of one fact (domain.near_duplicates), the newer ranks above the older.
 * supersession (domain.supersession): an admitted memory retired as `superseded` is represented
   by its active replacement (pathway `redirect`), never twice.
 * `rank` — score = relevance + learned; order by score, relevance, memory number.
@@ -25,6 +27,7 @@ from typing import Any, Protocol
 
 from slowave.domain.dates import Period, date_words, named_periods, prefer_named_dates
 from slowave.domain.learning import precise
+from slowave.domain.near_duplicates import Verdict, possible_conflicts
 from slowave.domain.relevance import (
     ADMISSION_THRESHOLD,
     ASKING_WEIGHT,
@@ -46,6 +49,12 @@ DIRECT, REDIRECT = "direct", "redirect"
 # Share of its strength the semantic evidence keeps when some candidate is admitted on the cue's
 # words (CandidateScoring.admitted).
 MEANING_WHERE_WORDS_MATCH = 0.5
+# The most relevant admitted memories compared pairwise for versions of one fact (a page's worth:
+# 45 pairs; comparing 20 found no more on the synthetic benchmark and costs four times as much).
+VERSIONS_COMPARED = 10
+# How far below the newer version an older one is placed: the least step of a reported relevance,
+# so the rule orders the two and moves nothing else (feedback, ±0.05 a unit, still decides).
+VERSION_GAP = 0.000001
 
 
 class StoredMemory(Protocol):
@@ -196,6 +205,33 @@ class CandidateScoring:
                 relevance = precise(relevance + OCCASION_WEIGHT * share * (1.0 - relevance))
             out[n] = relevance
         return out
+
+
+def version_pairs(
+    admitted: dict[int, float], memories: dict[int, StoredMemory]
+) -> list[tuple[tuple[int, int], Verdict]]:
+    """The pairs among the VERSIONS_COMPARED most relevant admitted memories that may be two
+    versions of one fact, (older, newer) by memory number, with their verdict; the topic check
+    (`Verdict.resolve`) needs the scope's counts of `Verdict.values`, which the caller reads."""
+    top = sorted(admitted, key=lambda n: (-admitted[n], n))[:VERSIONS_COMPARED]
+    # Numbers grow with every Remember, so they order memories by age.
+    return possible_conflicts([(n, memories[n].content) for n in sorted(top)])
+
+
+def newer_versions_first(admitted: dict[int, float], versions: list[tuple[int, int]]) -> dict[int, float]:
+    """Relevance of the older of each (older, newer) pair of versions of one fact lowered to just
+    below the newer's, when it was not already below: an agent asking about a fact that changed
+    should meet its current value first. Both stay admitted (the page also warns
+    `conflicting_memories`) and nothing else moves. As with the other rules, a verbatim match
+    keeps relevance 1 and no relevance falls below the admission threshold. The newest version of
+    a chain is settled first, so v1 < v2 < v3 end in that order."""
+    if not versions:
+        return admitted
+    out = dict(admitted)
+    for older, newer in sorted(versions, key=lambda pair: -pair[1]):
+        if out[older] < 1.0:
+            out[older] = max(ADMISSION_THRESHOLD, min(out[older], precise(out[newer] - VERSION_GAP)))
+    return out
 
 
 @dataclass(frozen=True)

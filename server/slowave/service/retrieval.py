@@ -27,7 +27,9 @@ from slowave.domain.retrieval import (
     Catalog,
     CatalogMemory,
     CatalogProcedure,
+    newer_versions_first,
     top_memories,
+    version_pairs,
 )
 from slowave.domain.scope import fragmentation_key
 from slowave.domain.session_state import SessionState
@@ -57,7 +59,8 @@ def _admitted_memories(
     query_vector: Any,
 ) -> tuple[list[Candidate], dict[int, Row]]:
     """Candidates from the full-text index (always), the containment floor, and — when enabled —
-    the semantic channel; scored and admitted by the domain's rules (domain.retrieval)."""
+    the semantic channel; scored and admitted by the domain's rules (domain.retrieval), the newer
+    of two versions of one fact placed above the older."""
     doc_counts = uow.search.term_statistics(tenant, scope, statistics_terms(cue.token_set))
     query = lexical_query(cue.token_set, doc_counts, limits.lexical_doc_budget)
     rows: dict[int, Row] = {}
@@ -83,6 +86,11 @@ def _admitted_memories(
     occasion_of = {n: rows[n].occasion for n in admitted if rows[n].occasion is not None}
     if occasion_of:
         admitted = scoring.in_occasions(admitted, occasion_of, uow.occasions.profiles(occasion_of.values()))
+    possible = version_pairs(admitted, rows)
+    if possible:
+        counts = value_mentions(uow, tenant, scope, {v for _, verdict in possible for v in verdict.values()})
+        versions = [pair for pair, verdict in possible if verdict.resolve(counts.__getitem__) is Relation.SUPERSEDES]
+        admitted = newer_versions_first(admitted, versions)
 
     def read(number: int) -> Row | None:
         return uow.memories.get(tenant, number)
