@@ -188,9 +188,13 @@ def test_the_newer_version_of_a_fact_ranks_above_the_older(stub, scope, monkeypa
 
     # With the rule switched off (the server runs in this process) the older one is first on its
     # words: the rule is what moved it.
-    monkeypatch.setattr(service_retrieval, "version_pairs", lambda admitted, memories: [])
+    monkeypatch.setattr(service_retrieval, "version_pairs", lambda admitted, memories: ([], []))
     without = activate(stub, scope, task=f"Which Postgres version does {s} use for its primary database?")
     assert [m.memory_id for m in without.memories].index(old) < [m.memory_id for m in without.memories].index(new)
+    # The first page's warning came from the rule's own comparisons; the page check, asked afresh
+    # here (the rule compared nothing), says the same.
+    conflicts = [w.message for w in page.warnings if w.code == "conflicting_memories"]
+    assert [w.message for w in without.warnings if w.code == "conflicting_memories"] == conflicts
 
 
 def test_the_mcp_bridge_carries_the_flags(bridge, scope):

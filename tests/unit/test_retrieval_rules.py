@@ -13,6 +13,7 @@ from slowave.domain.retrieval import (
     Catalog,
     CatalogMemory,
     CatalogProcedure,
+    VersionCheck,
     newer_versions_first,
     version_pairs,
 )
@@ -149,7 +150,8 @@ def test_the_newer_of_two_versions_ranks_above_the_older_and_nothing_else_moves(
         8: _Memory(8, "payments-api was upgraded on 2024-05-02 and now uses Postgres 16."),
     }
     admitted = {3: 0.9, 5: 0.7, 8: 0.6}
-    pairs = version_pairs(admitted, memories)
+    compared, pairs = version_pairs(admitted, memories)
+    assert compared == [3, 5, 8]
     assert [(pair, verdict.resolve(None)) for pair, verdict in pairs] == [((3, 8), Relation.SUPERSEDES)]
     assert newer_versions_first(admitted, [pair for pair, _ in pairs]) == {3: 0.599999, 5: 0.7, 8: 0.6}
     # Already below: unchanged. No pairs: the same mapping.
@@ -174,6 +176,16 @@ def test_versions_are_looked_for_among_the_most_relevant_admitted_memories_only(
     assert len(fillers) == VERSIONS_COMPARED
     memories = {1: _Memory(1, old), 2: _Memory(2, new), **fillers}
     within = {1: 0.9, 2: 0.8, **{n: 0.5 for n in fillers}}
-    assert [pair for pair, _ in version_pairs(within, memories)] == [(1, 2)]
+    assert [pair for pair, _ in version_pairs(within, memories)[1]] == [(1, 2)]
     beyond = {1: 0.9, 2: 0.3, **{n: 0.5 for n in fillers}}  # the newer is not among the best ten
-    assert version_pairs(beyond, memories) == []
+    compared, pairs = version_pairs(beyond, memories)
+    assert 2 not in compared and pairs == []
+
+
+def test_the_version_check_answers_for_the_pages_it_covers_in_the_page_checks_order():
+    check = VersionCheck(frozenset({1, 2, 3, 7, 9}), ((3, 9), (1, 2), (2, 9), (1, 7)))
+    assert check.covers([9, 1, 2]) and not check.covers([9, 1, 4]) and not check.covers([None])
+    assert check.among([9, 1, 2, 3]) == [(1, 2), (2, 9), (3, 9)]
+    catalog = Catalog.freeze([_m(1, 0.5, 0.5)], [], 50, 9, versions=check)
+    assert catalog.versions is check
+    assert Catalog.from_json(json.loads(json.dumps(catalog.to_json()))).versions is None  # never stored

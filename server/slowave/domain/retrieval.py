@@ -209,13 +209,13 @@ class CandidateScoring:
 
 def version_pairs(
     admitted: dict[int, float], memories: dict[int, StoredMemory]
-) -> list[tuple[tuple[int, int], Verdict]]:
-    """The pairs among the VERSIONS_COMPARED most relevant admitted memories that may be two
-    versions of one fact, (older, newer) by memory number, with their verdict; the topic check
+) -> tuple[list[int], list[tuple[tuple[int, int], Verdict]]]:
+    """The VERSIONS_COMPARED most relevant admitted memories, and the pairs among them that may be
+    two versions of one fact, (older, newer) by memory number, with their verdict; the topic check
     (`Verdict.resolve`) needs the scope's counts of `Verdict.values`, which the caller reads."""
-    top = sorted(admitted, key=lambda n: (-admitted[n], n))[:VERSIONS_COMPARED]
     # Numbers grow with every Remember, so they order memories by age.
-    return possible_conflicts([(n, memories[n].content) for n in sorted(top)])
+    top = sorted(sorted(admitted, key=lambda n: (-admitted[n], n))[:VERSIONS_COMPARED])
+    return top, possible_conflicts([(n, memories[n].content) for n in top])
 
 
 def newer_versions_first(admitted: dict[int, float], versions: list[tuple[int, int]]) -> dict[int, float]:
@@ -232,6 +232,25 @@ def newer_versions_first(admitted: dict[int, float], versions: list[tuple[int, i
         if out[older] < 1.0:
             out[older] = max(ADMISSION_THRESHOLD, min(out[older], precise(out[newer] - VERSION_GAP)))
     return out
+
+
+@dataclass(frozen=True)
+class VersionCheck:
+    """What the version rule compared while ranking, kept with the catalog it built (not stored):
+    the first page's `conflicting_memories` check asks the same question of the same pairs."""
+
+    compared: frozenset[int]
+    versions: tuple[tuple[int, int], ...]
+    """(older, newer) pairs that read as two versions of one fact, the topic check resolved."""
+
+    def covers(self, numbers: Iterable[int | None]) -> bool:
+        return all(n in self.compared for n in numbers)
+
+    def among(self, numbers: Iterable[int | None]) -> list[tuple[int, int]]:
+        """The pairs of versions among `numbers`, in the page check's order (by the newer's age,
+        then the older's)."""
+        wanted = set(numbers)
+        return sorted(((o, n) for o, n in self.versions if o in wanted and n in wanted), key=lambda p: (p[1], p[0]))
 
 
 @dataclass(frozen=True)
@@ -293,6 +312,8 @@ class Catalog:
     procedures: list[CatalogProcedure]
     relevant_total: int
     truncated: bool
+    versions: VersionCheck | None = field(default=None, compare=False)
+    """The version rule's comparisons, while the catalog is the one just built; not stored."""
 
     @classmethod
     def freeze(
@@ -302,6 +323,7 @@ class Catalog:
         memory_limit: int,
         procedure_limit: int,
         memory_total: int | None = None,
+        versions: VersionCheck | None = None,
     ) -> Catalog:
         """`memory_total`: how many memories were ranked, when the caller passes only the best of
         them (`top_memories`)."""
@@ -309,7 +331,11 @@ class Catalog:
         memories = sorted(memories, key=memory_order)
         procedures = sorted(procedures, key=procedure_order)
         return cls(
-            memories[:memory_limit], procedures[:procedure_limit], min(total, memory_limit), total > memory_limit
+            memories[:memory_limit],
+            procedures[:procedure_limit],
+            min(total, memory_limit),
+            total > memory_limit,
+            versions,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from slowave.domain.retrieval import (
     Catalog,
     CatalogMemory,
     CatalogProcedure,
+    VersionCheck,
     newer_versions_first,
     top_memories,
     version_pairs,
@@ -57,7 +58,7 @@ def _admitted_memories(
     limits: RetrievalLimits,
     semantic: SemanticChannel | None,
     query_vector: Any,
-) -> tuple[list[Candidate], dict[int, Row]]:
+) -> tuple[list[Candidate], dict[int, Row], VersionCheck]:
     """Candidates from the full-text index (always), the containment floor, and — when enabled —
     the semantic channel; scored and admitted by the domain's rules (domain.retrieval), the newer
     of two versions of one fact placed above the older."""
@@ -86,16 +87,18 @@ def _admitted_memories(
     occasion_of = {n: rows[n].occasion for n in admitted if rows[n].occasion is not None}
     if occasion_of:
         admitted = scoring.in_occasions(admitted, occasion_of, uow.occasions.profiles(occasion_of.values()))
-    possible = version_pairs(admitted, rows)
+    compared, possible = version_pairs(admitted, rows)
+    versions = []
     if possible:
         counts = value_mentions(uow, tenant, scope, {v for _, verdict in possible for v in verdict.values()})
         versions = [pair for pair, verdict in possible if verdict.resolve(counts.__getitem__) is Relation.SUPERSEDES]
         admitted = newer_versions_first(admitted, versions)
+    check = VersionCheck(frozenset(compared), tuple(versions))
 
     def read(number: int) -> Row | None:
         return uow.memories.get(tenant, number)
 
-    return stand_ins(admitted, rows, lambda row: active_successor(row, read)), rows
+    return stand_ins(admitted, rows, lambda row: active_successor(row, read)), rows, check
 
 
 def cue_number(uow: UnitOfWork, tenant: str, cue: Cue) -> int:
@@ -121,7 +124,7 @@ def build_catalog(
 ) -> Catalog:
     """Ranks the admitted candidates and freezes them (at most 50 memories, 9 procedures)."""
     with span("retrieval.candidates") as stage:
-        candidates, rows = _admitted_memories(uow, tenant, scope, cue, limits, semantic, query_vector)
+        candidates, rows, versions = _admitted_memories(uow, tenant, scope, cue, limits, semantic, query_vector)
         stage.set_attribute("candidates", len(candidates))
     with span("retrieval.learned"):
         learned_of = learned_adjustments(uow, (rows[c.number] for c in candidates), cue_id, cue.token_set)
@@ -145,7 +148,12 @@ def build_catalog(
     with span("retrieval.procedures"):
         procedures = _ranked_procedures(uow, tenant, scope, cue, task_context)
     return Catalog.freeze(
-        ranked, procedures, limits.catalog_memories, limits.catalog_procedures, memory_total=len(candidates)
+        ranked,
+        procedures,
+        limits.catalog_memories,
+        limits.catalog_procedures,
+        memory_total=len(candidates),
+        versions=versions,
     )
 
 
@@ -311,7 +319,7 @@ def serve_page(
         for p in procedures
         if p.outcome == res.OUTCOME_FAILURE
     ]
-    warnings += conflict_warnings(uow, tenant, retrieval.scope, memories)
+    warnings += conflict_warnings(uow, tenant, retrieval.scope, memories, catalog.versions)
     page = Page(
         retrieval_id=retrieval.id,
         retrieval_policy_version=retrieval.policy_version,
@@ -328,25 +336,29 @@ def serve_page(
 
 
 def conflict_warnings(
-    uow: UnitOfWork, tenant: str, scope: str, memories: list[res.Memory]
+    uow: UnitOfWork, tenant: str, scope: str, memories: list[res.Memory], known: VersionCheck | None = None
 ) -> list[res.RetrievalWarning]:
     """`conflicting_memories` for each pair of the page that reads as two versions of one fact
     (domain.near_duplicates): the agent should check which holds and retire the other. Pairs are
     judged on their texts first; the scope's counts are read (one query) only for the values of the
-    pairs whose topic check needs them."""
-    # Numbers grow with every Remember, so they order memories by age.
-    by_age = sorted(memories, key=lambda m: memory_number(m.memory_id) or 0)
-    possible = possible_conflicts([(m.memory_id, m.content) for m in by_age])
-    wanted = {v for _, verdict in possible for v in verdict.values()}
-    counts = value_mentions(uow, tenant, scope, wanted)
+    pairs whose topic check needs them. `known`: the version rule's comparisons while the catalog
+    was ranked; when they cover the page (its first page, usually), they are the answer."""
+    numbers = [memory_number(m.memory_id) for m in memories]
+    if known is not None and known.covers(numbers):
+        pairs = [(memory_id(older), memory_id(newer)) for older, newer in known.among(numbers)]
+    else:
+        # Numbers grow with every Remember, so they order memories by age.
+        by_age = sorted(memories, key=lambda m: memory_number(m.memory_id) or 0)
+        possible = possible_conflicts([(m.memory_id, m.content) for m in by_age])
+        counts = value_mentions(uow, tenant, scope, {v for _, verdict in possible for v in verdict.values()})
+        pairs = [pair for pair, verdict in possible if verdict.resolve(counts.__getitem__) is Relation.SUPERSEDES]
     return [
         res.RetrievalWarning(
             code="conflicting_memories",
             message=f"{newer} may supersede {older}: the same fact with a different value; "
             "if the older one no longer holds, mark it stale (superseded)",
         )
-        for (older, newer), verdict in possible
-        if verdict.resolve(counts.__getitem__) is Relation.SUPERSEDES
+        for older, newer in pairs
     ]
 
 
