@@ -196,6 +196,23 @@ def test_the_newer_version_of_a_fact_ranks_above_the_older(stub, scope, monkeypa
     conflicts = [w.message for w in page.warnings if w.code == "conflicting_memories"]
     assert [w.message for w in without.warnings if w.code == "conflicting_memories"] == conflicts
 
+    # Once the agent retires the older version, its relevance goes to its successor (supersession):
+    # the rule compares active memories only, so it does not take that away.
+    raw = {m.memory_id: m.ranking.relevance for m in without.memories}
+    assert raw[old] > raw[new]
+    monkeypatch.undo()
+    stale = pb.MemoryFeedbackEntry(
+        memory_id=old,
+        assessment=pb.MEMORY_ASSESSMENT_STALE,
+        stale_reason=pb.STALE_REASON_SUPERSEDED,
+        replacement_memory_id=new,
+        reason="upgraded to Postgres 16",
+    )
+    stub.Feedback(pb.FeedbackRequest(retrieval_id=page.retrieval_id, memory_feedback=[stale]), timeout=30)
+    after = activate(stub, scope, task=f"Which Postgres version does {s} use for its primary database?")
+    assert old not in {m.memory_id for m in after.memories}
+    assert next(m for m in after.memories if m.memory_id == new).ranking.relevance == raw[old]
+
 
 def test_the_mcp_bridge_carries_the_flags(bridge, scope):
     s = service()

@@ -182,6 +182,16 @@ def test_versions_are_looked_for_among_the_most_relevant_admitted_memories_only(
     assert 2 not in compared and pairs == []
 
 
+def test_a_retired_memory_is_not_compared_so_its_successor_keeps_its_relevance():
+    old = _Memory(1, "billing-db runs on Postgres 12.", status="retired", stale_reason="superseded", superseded_by=2)
+    memories = {1: old, 2: _Memory(2, "billing-db was upgraded and now runs on Postgres 16.")}
+    admitted = {1: 0.9, 2: 0.6}
+    assert version_pairs(admitted, memories) == ([2], [])
+    # Supersession then credits the successor with the retired memory's relevance.
+    candidates = stand_ins(admitted, memories, lambda row: active_successor(row, memories.get))
+    assert [(c.number, c.relevance) for c in candidates] == [(2, 0.9)]
+
+
 def test_the_version_check_answers_for_the_pages_it_covers_in_the_page_checks_order():
     check = VersionCheck(frozenset({1, 2, 3, 7, 9}), ((3, 9), (1, 2), (2, 9), (1, 7)))
     assert check.covers([9, 1, 2]) and not check.covers([9, 1, 4]) and not check.covers([None])

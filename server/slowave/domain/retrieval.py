@@ -210,11 +210,14 @@ class CandidateScoring:
 def version_pairs(
     admitted: dict[int, float], memories: dict[int, StoredMemory]
 ) -> tuple[list[int], list[tuple[tuple[int, int], Verdict]]]:
-    """The VERSIONS_COMPARED most relevant admitted memories, and the pairs among them that may be
-    two versions of one fact, (older, newer) by memory number, with their verdict; the topic check
-    (`Verdict.resolve`) needs the scope's counts of `Verdict.values`, which the caller reads."""
+    """The VERSIONS_COMPARED most relevant active admitted memories, and the pairs among them that
+    may be two versions of one fact, (older, newer) by memory number, with their verdict; the topic
+    check (`Verdict.resolve`) needs the scope's counts of `Verdict.values`, which the caller reads.
+    A retired memory is left out: if it was superseded, its relevance goes to its successor
+    (supersession), which a lowered relevance would take away."""
+    active = [n for n in admitted if memories[n].status == "active"]
     # Numbers grow with every Remember, so they order memories by age.
-    top = sorted(sorted(admitted, key=lambda n: (-admitted[n], n))[:VERSIONS_COMPARED])
+    top = sorted(sorted(active, key=lambda n: (-admitted[n], n))[:VERSIONS_COMPARED])
     return top, possible_conflicts([(n, memories[n].content) for n in top])
 
 
