@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
+from typing import TypeVar
 
 from slowave.domain.terms import STOP_WORDS, stem_words, terms, words
 from slowave.domain.text import normalize_claim
@@ -433,6 +434,9 @@ def _replacements(gone: list[Slot], added: list[Slot], lost: frozenset[str]) -> 
     return out
 
 
+Id = TypeVar("Id")
+"""Whatever names an item of `possible_conflicts`: a memory id, or a memory number."""
+
 Mentions = Callable[[str], int]
 """How many memories of the scope mention a value (the scope's index statistics)."""
 
@@ -578,7 +582,7 @@ def conflicting_pairs(items: list[tuple[str, str]], mentions: Mentions | None = 
     return [pair for pair, verdict in possible_conflicts(items) if verdict.resolve(mentions) is Relation.SUPERSEDES]
 
 
-def possible_conflicts(items: list[tuple[str, str]]) -> list[tuple[tuple[str, str], Verdict]]:
+def possible_conflicts(items: list[tuple[Id, str]]) -> list[tuple[tuple[Id, Id], Verdict]]:
     """The pairs of `items` (id, text; oldest first) that may read as two versions of one fact,
     (older id, newer id) with their verdict, the topic check left to the caller (`Verdict.values`
     names what it asks). Each text is parsed once."""
