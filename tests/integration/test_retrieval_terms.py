@@ -72,6 +72,21 @@ def test_other_word_forms_match(stub, scope):
     assert found and found[0] == PROJECT[0]
 
 
+def test_irregular_forms_match_their_base(stub, scope):
+    """A stemmer strips suffixes and knows no irregular forms: `builds` and `built`, `buy` and
+    `bought`, `go` and `went` are one term only through domain.terms.IRREGULAR_FORMS."""
+    extra = [
+        "The release dashboard was rebuilt by the platform team.",
+        "We bought a second hardware security module for the payments cluster.",
+        "Ana went to the vendor review and told procurement to renew the Loki contract.",
+    ]
+    _store(stub, scope, PROJECT + extra)
+    assert _ask(stub, scope, "Who rebuilds the release dashboard?")[:1] == [extra[0]]
+    assert _ask(stub, scope, "What did we buy for payments?")[:1] == [extra[1]]
+    assert _ask(stub, scope, "Who goes to vendor reviews and tells procurement?")[:1] == [extra[2]]
+    assert _ask(stub, scope, "Which tool builds the frontend?")[:1] == [PROJECT[10]]  # "is built with React"
+
+
 def test_a_questions_specific_words_admit_its_memory(stub, scope):
     _store(stub, scope, PROJECT)
     for question, memory in [

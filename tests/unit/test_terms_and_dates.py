@@ -7,12 +7,24 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from slowave.domain.dates import Period, date_words, named_periods, occurred_on, prefer_named_dates
-from slowave.domain.terms import STOP_WORDS, terms
+from slowave.domain.terms import IRREGULAR_STEMS, STOP_WORDS, regular, stem_words, terms
 
 
 def test_other_word_forms_are_one_term():
     assert set(terms("pinning policies")) == set(terms("pins policy")) == {"pin", "polici"}
     assert terms("The workers deployed") == terms("worker deploys")
+
+
+def test_irregular_forms_are_their_bases_term():
+    assert terms("built bought went children people taught") == terms("build buy go child person teach")
+    assert terms("It was built") == terms("they build it") == ["build"]
+    # Stems, not words, are mapped, so the stored terms can be mapped on their own; once is enough.
+    assert regular(regular(list(IRREGULAR_STEMS))) == regular(list(IRREGULAR_STEMS))
+    assert not set(IRREGULAR_STEMS) & STOP_WORDS
+    # Claim shapes (near_duplicates) read the same terms.
+    assert stem_words(["built", "bought"]) == ["build", "buy"]
+    # Forms that as often mean something else are left alone.
+    assert terms("a bit of ground cover") == ["bit", "ground", "cover"]
 
 
 def test_question_and_function_words_are_no_terms():

@@ -16,6 +16,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from slowave.domain.terms import TERMS_VERSION
 from slowave.domain.text import normalize_claim
 
 MEMORY_STEP = 0.05
@@ -41,8 +42,9 @@ PROCEDURE_FAILURE_TERM = -0.03
 # v6: what a claim is about (relevance.claim_subject). v7: memories that ask (relevance.asks); B 0.10 -> 0.01.
 # v8: a name weighs at least half the cue's average term (relevance.NAME_FLOOR), not all of it.
 # v9: the newer of two versions of one fact above the older (retrieval.newer_versions_first).
+# v10: irregular forms mapped to their base (terms.IRREGULAR_FORMS).
 RETRIEVAL_POLICY_VERSION = (
-    "v9(bm25,snowball-en+stop-v1,context2,occasion(64,0.4),subject(4,0.4),asks(0.3),names(0.5),versions(10))"
+    f"v10(bm25,{TERMS_VERSION},context2,occasion(64,0.4),subject(4,0.4),asks(0.3),names(0.5),versions(10))"
     f"+learned(cue,step={MEMORY_STEP},bound={MEMORY_BOUND},tau={CUE_SIMILARITY_THRESHOLD},"
     f"B={GLOBAL_SHARE},k={GLOBAL_PRIOR_CUES},cues={COMPARED_CUES})"
 )
