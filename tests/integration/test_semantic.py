@@ -21,7 +21,6 @@ DISTRACTORS = [
     "The marketing site is deployed every Friday afternoon.",
     "Office plants are watered by the facilities team on Mondays.",
 ]
-STATIC_LABEL = StaticEncoder.encoder_id.split(":")[0]
 
 
 @pytest.fixture
@@ -65,7 +64,7 @@ def test_the_default_server_is_hybrid_and_finds_a_paraphrase_that_shares_no_word
     scope = new_scope()
     claim_id = _store(server.stub, scope)[0]
     hybrid = activate(server.stub, scope, task=PARAPHRASE)
-    assert f"hybrid(fts5,{STATIC_LABEL})" in hybrid.retrieval_policy_version
+    assert f"hybrid(fts5,{StaticEncoder.encoder_id})" in hybrid.retrieval_policy_version
     assert [m.memory_id for m in hybrid.memories][:1] == [claim_id]
 
     lexical_scope = new_scope()
@@ -171,6 +170,24 @@ def test_a_cue_without_names_keeps_the_semantic_evidence(server):
     _store(server.stub, scope)
     ranking = _ranking(server.stub, scope, PARAPHRASE)
     assert ranking[CLAIM][1] == 0 and ranking[CLAIM][0] >= 0.35  # admitted on meaning alone
+
+
+def test_punctuation_moves_no_vector_and_no_relevance(server):
+    # The encoder averages a text's word tokens only: a memory stored with its full stop and one
+    # stored without rank alike, for a paraphrase asked with or without its question marks, though
+    # the paraphrase shares no word with either and is found on meaning alone.
+    punctuated, bare = new_scope(), new_scope()
+    claim_punctuated = _store(server.stub, punctuated)[0]
+    claim_bare = _store(server.stub, bare, (CLAIM.rstrip("."), *DISTRACTORS))[0]
+    relevance = set()
+    for scope, claim in ((punctuated, claim_punctuated), (bare, claim_bare)):
+        for task in (PARAPHRASE, PARAPHRASE.rstrip("?"), PARAPHRASE + "?!", "... " + PARAPHRASE.replace(" ", ", ")):
+            found = {m.memory_id: m.ranking.relevance for m in activate(server.stub, scope, task=task).memories}
+            assert claim in found, (scope, task, found)
+            relevance.add(found[claim])
+    assert len(relevance) == 1 and relevance.pop() >= 0.35  # the admission threshold, on meaning alone
+    first = [_scope_vectors(server, scope)[0] for scope in (punctuated, bare)]  # each scope's claim
+    assert bytes(first[0].vector) == bytes(first[1].vector)
 
 
 def test_meaning_counts_in_full_only_where_no_memory_matches_the_cues_words(server):

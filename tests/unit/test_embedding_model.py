@@ -36,12 +36,27 @@ def test_provenance_names_the_source_package_and_parameters():
     assert config["hidden_dim"] == dims and config["model_type"] == "model2vec"
 
 
-def test_the_encoder_reproduces_model2vecs_reference_embeddings(encoder):
+def test_the_encoder_reproduces_model2vecs_reference_embeddings():
+    # Keeping punctuation tokens, the encoder is model2vec's StaticModel exactly (the texts end with
+    # a full stop or a question mark); the service's encoder drops them (next test).
     ref = PROVENANCE["reference_embeddings"]
+    encoder = StaticEncoder(punctuation=True)
     got = encoder.encode(ref["texts"])
     want = np.asarray(ref["vectors"], dtype=np.float32)
     assert got.dtype == np.float32 and got.shape == want.shape == (len(ref["texts"]), encoder.dim)
     np.testing.assert_allclose(got, want, atol=2e-3)
+
+
+def test_the_service_encoder_averages_word_tokens_only(encoder):
+    ref = PROVENANCE["reference_embeddings"]
+    with_marks = encoder.encode(ref["texts"][:2])
+    without = encoder.encode([t.rstrip(".?") for t in ref["texts"][:2]])
+    np.testing.assert_array_equal(with_marks, without)
+    assert not np.allclose(with_marks, np.asarray(ref["vectors"][:2], dtype=np.float32), atol=2e-3)
+    same = encoder.encode(["billing-api listens on port 8443", "billing api: listens on port 8443!", "« billing api »"])
+    np.testing.assert_array_equal(same[0], same[1])
+    assert not np.array_equal(same[0], same[2])  # a guillemet is punctuation too, but words differ
+    assert not encoder.encode(["?!…—", "$"])[0].any() and encoder.encode(["$"])[0].any()  # symbols stay
 
 
 def test_rows_are_unit_length_and_an_empty_text_is_a_zero_row(encoder):

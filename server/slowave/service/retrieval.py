@@ -196,10 +196,11 @@ def _counters(row: Row) -> EvidenceCounters:
 
 
 def policy_version(semantic: SemanticChannel | None, limits: RetrievalLimits) -> str:
-    # How many dense candidates a retrieval takes, and which vectors it scans exactly beside the
-    # graph, change what it finds, so they name the policy.
+    # The encoder (model and how a text becomes a vector), how many dense candidates a retrieval
+    # takes, and which vectors it scans exactly beside the graph change what it finds, so they
+    # name the policy.
     channels = (
-        f"hybrid(fts5,{semantic.label}).dense{limits.semantic_candidates}+loose({LOOSE_SHARE:g})"
+        f"hybrid(fts5,{semantic.encoder.encoder_id}).dense{limits.semantic_candidates}+loose({LOOSE_SHARE:g})"
         if semantic is not None
         else "lexical(fts5)"
     )
