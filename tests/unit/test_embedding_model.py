@@ -40,7 +40,7 @@ def test_the_encoder_reproduces_model2vecs_reference_embeddings():
     # Keeping punctuation tokens, the encoder is model2vec's StaticModel exactly (the texts end with
     # a full stop or a question mark); the service's encoder drops them (next test).
     ref = PROVENANCE["reference_embeddings"]
-    encoder = StaticEncoder(punctuation=True)
+    encoder = StaticEncoder(keep_punctuation=True)
     got = encoder.encode(ref["texts"])
     want = np.asarray(ref["vectors"], dtype=np.float32)
     assert got.dtype == np.float32 and got.shape == want.shape == (len(ref["texts"]), encoder.dim)

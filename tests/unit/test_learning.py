@@ -351,7 +351,6 @@ def test_procedure_goal_defaults_to_final_goal():
 
 
 def test_every_policy_label_fits_the_column_that_stores_it():
-    from types import SimpleNamespace
 
     from slowave.config import RetrievalLimits
     from slowave.embedding import MiniLMEncoder, SemanticChannel, StaticEncoder
@@ -359,10 +358,7 @@ def test_every_policy_label_fits_the_column_that_stores_it():
     from slowave.storage.tables import retrievals
 
     width = retrievals.c.policy_version.type.length
-    channels = [
-        SimpleNamespace(label=SemanticChannel.label.fget(SimpleNamespace(encoder=e)))
-        for e in (StaticEncoder, MiniLMEncoder)
-    ]
+    channels = [SemanticChannel(e) for e in (StaticEncoder, MiniLMEncoder)]  # ids only: no model is loaded
     limits = RetrievalLimits()
     labels = [policy_version(None, limits)] + [policy_version(c, limits) for c in channels]
     assert all(len(label) <= width for label in labels), [(len(x), x) for x in labels]

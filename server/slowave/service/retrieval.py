@@ -200,7 +200,7 @@ def policy_version(semantic: SemanticChannel | None, limits: RetrievalLimits) ->
     # takes, and which vectors it scans exactly beside the graph change what it finds, so they
     # name the policy.
     channels = (
-        f"hybrid(fts5,{semantic.encoder.encoder_id}).dense{limits.semantic_candidates}+loose({LOOSE_SHARE:g})"
+        f"hybrid(fts5,{semantic.encoding}).dense{limits.semantic_candidates}+loose({LOOSE_SHARE:g})"
         if semantic is not None
         else "lexical(fts5)"
     )
