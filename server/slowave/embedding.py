@@ -52,7 +52,7 @@ class StaticEncoder:
     Why punctuation goes: the model is a bag of tokens, so a full stop or a comma is one more
     "word" averaged into every text, pulling unrelated claims together. Measured on the synthetic
     benchmark's 320 paraphrase queries, ranking each scope's memories by cosine alone: R@5 0.294
-    with punctuation, 0.328 without (bench/results/history.md, 2026-12-05)."""
+    with punctuation, 0.328 without (bench/results/history.md, 2026-12-04 23:30)."""
 
     encoder_id = "static-minilm-l6-v2-wn-128d:mean-words:norm:v2"
     # Calibrated on bench/quality.py's paraphrase queries, keeping what the encoders before this one
