@@ -258,6 +258,16 @@ def test_s72_used_carries_to_a_similar_cue_by_its_similarity(stub, scope):
     assert _learned_for(stub, scope, Q2, a)[0] == round(B / 6, 6)  # a dissimilar cue: the global term only
 
 
+def test_s72_cues_are_compared_by_terms_so_an_irregular_form_is_the_same_cue(stub, scope):
+    # `built` and `builds` are one term (domain.terms.IRREGULAR_FORMS), so the two cues' terms are
+    # equal: K = 1 and the evidence carries whole. Compared by their stems alone (`built` against
+    # `build`) the Jaccard would be 3/5 and K 0.5.
+    (a,) = seed_memories(stub, scope, ["Zorblat."])
+    _assess(stub, scope, "Who built the release dashboard Zorblat.", a, used(a))
+    learned, _ = _learned_for(stub, scope, "Who builds the release dashboard Zorblat.", a)
+    assert learned == round(0.05 + B * 1 / 6, 6)
+
+
 def test_l2b_monotone_for_every_cue_over_a_mixed_sequence(stub, scope):
     """Each accepted row is checked against learned for four cues: a `used` row never lowers it,
     an `irrelevant` or `harmed` row never raises it."""

@@ -18,7 +18,7 @@ from slowave.domain.exposure import newly_exposed
 from slowave.domain.identifiers import episode_id, event_id, memory_id, memory_number, new_cursor_id
 from slowave.domain.learning import RETRIEVAL_POLICY_VERSION, cue_key_hash, precise, procedure_learned
 from slowave.domain.learning import ProcedureEvidence as EvidenceCounters
-from slowave.domain.near_duplicates import Relation, possible_conflicts, value_terms
+from slowave.domain.near_duplicates import Id, Relation, Verdict, possible_conflicts, value_terms
 from slowave.domain.procedure_capture import served_caveats
 from slowave.domain.relevance import Cue, SemanticCalibration, admits, lexical_query, statistics_terms, text_relevance
 from slowave.domain.retrieval import (
@@ -88,11 +88,8 @@ def _admitted_memories(
     if occasion_of:
         admitted = scoring.in_occasions(admitted, occasion_of, uow.occasions.profiles(occasion_of.values()))
     compared, possible = version_pairs(admitted, rows)
-    versions = []
-    if possible:
-        counts = value_mentions(uow, tenant, scope, {v for _, verdict in possible for v in verdict.values()})
-        versions = [pair for pair, verdict in possible if verdict.resolve(counts.__getitem__) is Relation.SUPERSEDES]
-        admitted = newer_versions_first(admitted, versions)
+    versions = superseding(uow, tenant, scope, possible)
+    admitted = newer_versions_first(admitted, versions)
     check = VersionCheck(frozenset(compared), tuple(versions))
 
     def read(number: int) -> Row | None:
@@ -350,9 +347,7 @@ def conflict_warnings(
     else:
         # Numbers grow with every Remember, so they order memories by age.
         by_age = sorted(memories, key=lambda m: memory_number(m.memory_id) or 0)
-        possible = possible_conflicts([(m.memory_id, m.content) for m in by_age])
-        counts = value_mentions(uow, tenant, scope, {v for _, verdict in possible for v in verdict.values()})
-        pairs = [pair for pair, verdict in possible if verdict.resolve(counts.__getitem__) is Relation.SUPERSEDES]
+        pairs = superseding(uow, tenant, scope, possible_conflicts([(m.memory_id, m.content) for m in by_age]))
     return [
         res.RetrievalWarning(
             code="conflicting_memories",
@@ -361,6 +356,18 @@ def conflict_warnings(
         )
         for older, newer in pairs
     ]
+
+
+def superseding(
+    uow: UnitOfWork, tenant: str, scope: str, possible: list[tuple[tuple[Id, Id], Verdict]]
+) -> list[tuple[Id, Id]]:
+    """The (older, newer) pairs of `possible` (domain.near_duplicates.possible_conflicts) that read
+    as two versions of one fact once the topic check has the scope's counts of their values (read
+    in one query, and only when some pair needs them)."""
+    if not possible:
+        return []
+    counts = value_mentions(uow, tenant, scope, {v for _, verdict in possible for v in verdict.values()})
+    return [pair for pair, verdict in possible if verdict.resolve(counts.__getitem__) is Relation.SUPERSEDES]
 
 
 def value_mentions(uow: UnitOfWork, tenant: str, scope: str, values: Iterable[str]) -> dict[str, int]:

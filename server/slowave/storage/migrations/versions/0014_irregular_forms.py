@@ -91,7 +91,7 @@ def upgrade() -> None:
         bind.execute(sa.insert(scope_terms), rows_[i : i + 5000])
 
     occasions = bind.execute(sa.text("SELECT number, terms FROM occasions")).all()
-    changed = [{"n": n, "w": _mapped(w)} for n, w in occasions if _mapped(w) != w]
+    changed = [{"n": n, "w": new} for n, w in occasions if (new := _mapped(w)) != w]
     for i in range(0, len(changed), _BATCH):
         bind.execute(
             sa.text("UPDATE occasions SET terms = :w, revision = revision + 1 WHERE number = :n"),
