@@ -4,11 +4,17 @@
 
 from __future__ import annotations
 
+import os
 import random
 from datetime import UTC, datetime
 
+import pytest
+from sqlalchemy.dialects import postgresql
+
 from slowave.domain.terms import terms
+from slowave.storage import full_text
 from slowave.storage.database import Database
+from slowave.storage.search_terms import index_token, scope_key
 from tests.support import new_database_url
 
 WORDS = ["redis", "port", "deploy", "payments", "cache", "eu", "west", "ledger", "timeout", "owner", "canary", "web"]
@@ -52,5 +58,48 @@ def test_joined_candidate_query_returns_each_querys_own_matches(tmp_path):
                         (r.number, r.content, r.status) for r in alone
                     ], (words, require_all, limit)
             assert uow.search.lexical_matches_each("local", "project:x", [], 64) == []
+    finally:
+        db.dispose()
+
+
+@pytest.mark.skipif(
+    os.environ.get("SLOWAVE_TEST_BACKEND", "sqlite") != "postgresql",
+    reason="a PostgreSQL query plan: runs in the PostgreSQL suite (SLOWAVE_TEST_BACKEND=postgresql)",
+)
+def test_flag_candidates_of_new_words_come_from_the_index_on_postgresql(tmp_path):
+    """A new claim's own values (a ticket, a port) are words no stored memory has. Planned as
+    retrieval's query (newest first, LIMIT), PostgreSQL expected to meet matches soon and walked the
+    scope testing each memory: 87 ms per query at 100k memories, 7 s for a batch of 100 claims
+    (bench/results/history.md, 2026-12-05). The flags' statement must read the GIN index."""
+    db = Database(new_database_url(tmp_path))
+    db.migrate()
+    try:
+        key = scope_key("local", "project:big")
+        with db.engine.begin() as conn:
+            # Memories as a large scope's are indexed: a few words in most of them, a value of their
+            # own, and twenty of a vocabulary of 2,000 (their own and their session context's words).
+            conn.exec_driver_sql(
+                "INSERT INTO memories (tenant, scope, type, content, content_norm, content_hash, status, "
+                "positive_cues, negative_cues, source_kind, created_at, content_tsv) "
+                "SELECT 'local', 'project:big', 'fact', %(text)s || i, %(text)s || i, md5(i::text), 'active', 0, 0, "
+                "'explicit_remember', now(), to_tsvector('simple', %(words)s || ' ' || %(prefix)s || 'n' || i || ' ' || "
+                "(SELECT string_agg(%(prefix)s || 'w' || mod(i::bigint * k * 7919 + k, 2000), ' ') "
+                "FROM generate_series(1, 20) AS k)) "
+                "FROM generate_series(1, 50000) AS i",
+                {
+                    "words": " ".join(index_token(key, w) for w in ("deploy", "port", "service")),
+                    "prefix": index_token(key, ""),
+                    "text": "The deploy service of the payments team listens on port ",
+                },
+            )
+            conn.exec_driver_sql("ANALYZE memories")
+        unseen = [index_token(key, w) for w in ("inc4375299", "48213")]
+        compiled = full_text.FLAG_MATCHES.get("postgresql").compile(dialect=postgresql.psycopg.dialect())
+        params = dict(compiled.params, q=full_text.query("postgresql", unseen, False), limit=64)
+        params.update(tenant="local", scope="project:big")
+        with db.engine.connect() as conn:
+            plan = "\n".join(row[0] for row in conn.exec_driver_sql("EXPLAIN " + str(compiled), params))
+        assert "ix_memories_content_tsv" in plan, plan
+        assert "Index Scan Backward" not in plan, plan
     finally:
         db.dispose()

@@ -82,7 +82,7 @@ class MemorySearch:
     ) -> list[list[Any]]:
         """`lexical_matches` of each (terms, require_all) query, as Remember's flags read them (number,
         status, content, own_terms, context_terms): the same rows, newest first, at most `limit`
-        each, for one round trip instead of one per query.
+        each, on SQLite for one round trip instead of one per query.
 
         One index query joins them all, with room for `limit` rows per query; each row is given to
         the queries it matches, read from the words it is indexed with (the same own_terms and
@@ -91,6 +91,11 @@ class MemorySearch:
         if not queries:
             return []
         key = scope_key(tenant, scope)
+        if self.ex.dialect != "sqlite":
+            # PostgreSQL estimates a tsquery ORing a batch's hundreds of terms to match most of the
+            # scope and tests every memory against it (1.5 s for a batch of 100 claims at 100k
+            # memories); one query at a time is answered from the GIN index (FLAG_MATCHES): 85 ms.
+            return [self._flag_matches(key, tenant, scope, terms, require_all, limit) for terms, require_all in queries]
         indexed = [self._indexed(key, t, a) for t, a in queries]
         room = limit * len(queries)
         q = full_text.any_query(self.ex.dialect, [(tokens, a) for tokens, (_, a) in zip(indexed, queries)])
