@@ -90,7 +90,7 @@ MATCHES = PerDialect(_matches)
 FLAG_COLUMNS = (_m.c.number, _m.c.status, _m.c.content, _m.c.own_terms, _m.c.context_terms)
 
 
-def _flag_matches(dialect: str):
+def _flag_statement(dialect: str):
     if dialect == "sqlite":
         return _matches(dialect, FLAG_COLUMNS)
     # The GIN index answers first, then the newest are taken. Left to choose, PostgreSQL walks the
@@ -107,7 +107,7 @@ def _flag_matches(dialect: str):
     return select(hits).order_by(hits.c.number.desc()).limit(bindparam("limit"))
 
 
-FLAG_MATCHES = PerDialect(_flag_matches)
+FLAG_MATCHES = PerDialect(_flag_statement)
 """MATCHES with what Remember's flags read: the text, the status, and the words it is indexed with
 (own_terms, context_terms), which tell which of several queries joined in one (`any_query`) a row
 matches."""
