@@ -9,8 +9,18 @@ from slowave.storage.unit_of_work import UnitOfWork
 
 
 def form_episodes(uow: UnitOfWork, tenant: str, session_id: str, event_numbers: list[int], now: datetime) -> int:
-    for current, previous in pair_events(event_numbers):
-        uow.events.insert_episode(
-            tenant=tenant, session_id=session_id, event_number=current, previous_event_number=previous, created_at=now
-        )
+    # One statement for the session's episodes: one per event, a session that remembered 2,000
+    # claims spent 275 ms of its Commit on PostgreSQL inserting them one at a time.
+    uow.events.insert_episodes(
+        [
+            dict(
+                tenant=tenant,
+                session_id=session_id,
+                event_number=current,
+                previous_event_number=previous,
+                created_at=now,
+            )
+            for current, previous in pair_events(event_numbers)
+        ]
+    )
     return len(event_numbers)

@@ -73,8 +73,9 @@ class EventStore:
     def memory_has_remembered_source(self, memory_number: int) -> bool:
         return self.ex.first(_REMEMBERED, {"memory": memory_number}) is not None
 
-    def insert_episode(self, **values: Any) -> int:
-        return self.ex.insert(_ep, values)
+    def insert_episodes(self, rows: list[dict[str, Any]]) -> None:
+        """Inserts episodes in list order (their numbers follow it)."""
+        self.ex.insert_many(_ep, rows)
 
     def episodes_of_events(self, numbers: Sequence[int]) -> list[Any]:
         return self.ex.rows(_EPISODES, {"numbers": list(numbers)}) if numbers else []
