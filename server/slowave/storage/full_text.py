@@ -66,6 +66,11 @@ INDEX_WORDS = PerDialect(_index)
 """Indexes a memory's words (parameters n: its number, w: storage.search_terms.index_text)."""
 
 
+def _tsv_matches():
+    """PostgreSQL: the memory's indexed words match the query q (see `query`)."""
+    return literal_column("memories.content_tsv").op("@@")(func.to_tsquery(_SIMPLE, bindparam("q", type_=Text)))
+
+
 def _matches(dialect: str, columns: tuple = tuple(VIEW_COLUMNS)):
     if dialect == "sqlite":
         return (
@@ -77,7 +82,7 @@ def _matches(dialect: str, columns: tuple = tuple(VIEW_COLUMNS)):
         )
     return (
         select(*columns)
-        .where(literal_column("memories.content_tsv").op("@@")(func.to_tsquery(_SIMPLE, bindparam("q", type_=Text))))
+        .where(_tsv_matches())
         .where(*retrievable(driven=True))
         .order_by(_m.c.number.desc())
         .limit(bindparam("limit"))
@@ -99,7 +104,7 @@ def _flag_statement(dialect: str):
     # read the whole scope: 87 ms per query at 100k memories, 7 s for a batch of 100 claims.
     hits = (
         select(*FLAG_COLUMNS)
-        .where(literal_column("memories.content_tsv").op("@@")(func.to_tsquery(_SIMPLE, bindparam("q", type_=Text))))
+        .where(_tsv_matches())
         .where(*retrievable())
         .cte("hits")
         .prefix_with("MATERIALIZED", dialect="postgresql")
@@ -109,8 +114,8 @@ def _flag_statement(dialect: str):
 
 FLAG_MATCHES = PerDialect(_flag_statement)
 """MATCHES with what Remember's flags read: the text, the status, and the words it is indexed with
-(own_terms, context_terms), which tell which of several queries joined in one (`any_query`) a row
-matches."""
+(own_terms, context_terms), which tell which of several queries joined in one (`any_query`, SQLite
+only) a row matches."""
 
 
 def query(dialect: str, tokens: list[str], require_all: bool) -> str:
