@@ -8,11 +8,12 @@ import threading
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import bindparam, delete
 
 from slowave.domain.errors import StorageUnavailable
+from slowave.storage import tables
 from slowave.storage.database import Database, PoolOptions
-from slowave.storage.executor import SQLiteError
+from slowave.storage.executor import ReadOnlyUnitOfWork
 from tests.support import activate, new_database_url, new_scope, remember, start_test_server
 
 
@@ -20,7 +21,7 @@ def test_a_read_only_unit_refuses_writes(tmp_path):
     db = Database(new_database_url(tmp_path))
     db.migrate()
     try:
-        with pytest.raises((DBAPIError, SQLiteError, StorageUnavailable)), db.transaction(read_only=True) as view:
+        with pytest.raises(ReadOnlyUnitOfWork), db.transaction(read_only=True) as view:
             view.gaps.record("local", "project:x", "what is missing", datetime.now(UTC))
         with db.transaction() as uow:
             assert uow.table_counts()["knowledge_gaps"] == 0
@@ -29,6 +30,30 @@ def test_a_read_only_unit_refuses_writes(tmp_path):
         with db.transaction() as uow:
             uow.gaps.record("local", "project:x", "what is missing", datetime.now(UTC))
             assert uow.table_counts()["knowledge_gaps"] == 1
+    finally:
+        db.dispose()
+
+
+def test_a_read_only_unit_refuses_every_kind_of_write_before_it_reaches_the_database(tmp_path):
+    db = Database(new_database_url(tmp_path))
+    db.migrate()
+    gaps = tables.knowledge_gaps
+    row = dict(tenant="local", scope="project:x", text_hash="h", text="t", occurrences=1, open=True)
+    row |= dict(first_seen_at=datetime.now(UTC), last_seen_at=datetime.now(UTC))
+    writes = {
+        "insert": lambda ex: ex.insert(gaps, row),
+        "insert_many": lambda ex: ex.insert_many(gaps, [row]),
+        "run": lambda ex: ex.run(delete(gaps)),
+        "run_many": lambda ex: ex.run_many(delete(gaps).where(gaps.c.id == bindparam("i")), [{"i": 1}]),
+        "update_where": lambda ex: ex.update_where(gaps, {"tenant": "local"}, {"open": False}),
+        "rows of a DML statement": lambda ex: ex.rows(delete(gaps).returning(gaps.c.id)),
+    }
+    try:
+        for name, write in writes.items():
+            with pytest.raises(ReadOnlyUnitOfWork), db.transaction(read_only=True) as view:
+                write(view._ex)
+            with db.transaction(read_only=True) as view:
+                assert view.table_counts()["knowledge_gaps"] == 0, name
     finally:
         db.dispose()
 

@@ -161,21 +161,14 @@ def _sqlite_engine(url: str) -> Engine:
     @event.listens_for(engine, "begin")
     def _on_begin(conn) -> None:
         if conn.get_execution_options().get(READ_ONLY):
-            # A snapshot read beside the writer (WAL), refused any write: it never takes the lock.
+            # A snapshot read beside the writer (WAL): it never takes the lock. Its unit of work
+            # refuses writes itself (storage.executor.Executor, `read_only`).
             conn.exec_driver_sql("BEGIN")
-            conn.exec_driver_sql("PRAGMA query_only=1")
             return
         # Every unit of work that writes takes SQLite's write lock up front: the per-session and
         # per-retrieval serialisation of behaviour §2.6 then holds trivially, and no transaction
         # fails on lock upgrade.
         conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-    @event.listens_for(engine, "commit")
-    @event.listens_for(engine, "rollback")
-    def _on_end(conn) -> None:
-        if conn.get_execution_options().get(READ_ONLY):
-            with contextlib.suppress(Exception):  # a broken connection is discarded anyway
-                conn.exec_driver_sql("PRAGMA query_only=0")
 
     return engine
 
@@ -286,7 +279,7 @@ class Database:
             raise StorageUnavailable("the database stayed busy; retry shortly")
         try:
             with span("db.transaction", **{"db.system": self.dialect}), self._begin(read_only) as connection:
-                yield UnitOfWork(connection)
+                yield UnitOfWork(connection, read_only)
                 ensure_caller_waiting()  # an abandoned request's writes are rolled back, never committed
         except OperationalError as exc:
             log.warning("database unavailable: %s", exc.orig)

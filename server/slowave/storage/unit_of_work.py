@@ -34,8 +34,8 @@ _COUNTS = {name: select(func.count()).select_from(table) for name, table in t.me
 
 
 class UnitOfWork:
-    def __init__(self, connection: Connection) -> None:
-        ex = self._ex = Executor(connection)
+    def __init__(self, connection: Connection, read_only: bool = False) -> None:
+        ex = self._ex = Executor(connection, read_only)
         self.sessions = SessionStore(ex)
         self.memories = MemoryStore(ex)
         self.search = MemorySearch(ex)
