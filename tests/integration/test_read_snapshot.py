@@ -8,7 +8,7 @@ import threading
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import bindparam, delete
+from sqlalchemy import bindparam, delete, select
 
 from slowave.domain.errors import StorageUnavailable
 from slowave.storage import tables
@@ -47,6 +47,8 @@ def test_a_read_only_unit_refuses_every_kind_of_write_before_it_reaches_the_data
         "run_many": lambda ex: ex.run_many(delete(gaps).where(gaps.c.id == bindparam("i")), [{"i": 1}]),
         "update_where": lambda ex: ex.update_where(gaps, {"tenant": "local"}, {"open": False}),
         "rows of a DML statement": lambda ex: ex.rows(delete(gaps).returning(gaps.c.id)),
+        "a locking read": lambda ex: ex.rows(select(gaps).with_for_update()),
+        "row_where with its lock": lambda ex: ex.row_where(gaps, lock=True, tenant="local"),
     }
     try:
         for name, write in writes.items():

@@ -269,6 +269,11 @@ _GIVEN = object()  # an insert's column whose value the caller gives
 # ------------------------------------------------------------------ the executor
 
 
+def _locks_or_writes(stmt: Executable) -> bool:
+    """INSERT/UPDATE/DELETE … RETURNING, or a read that takes row locks (SELECT … FOR UPDATE)."""
+    return getattr(stmt, "is_dml", False) or getattr(stmt, "_for_update_arg", None) is not None
+
+
 class ReadOnlyUnitOfWork(RuntimeError):
     """A statement that writes was run in a read-only unit of work (a bug, never a client's error)."""
 
@@ -308,7 +313,7 @@ class Executor:
 
     def rows(self, stmt: Executable | PerDialect, params: dict[str, Any] | None = None) -> list[Any]:
         stmt = self._resolve(stmt)
-        if getattr(stmt, "is_dml", False):  # INSERT/UPDATE/DELETE … RETURNING
+        if self.read_only and _locks_or_writes(stmt):
             self._writes()
         if self._driver is None:
             return list(self.connection.execute(stmt, params))
