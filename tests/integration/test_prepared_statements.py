@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import activate, new_scope, remember, start_test_server
+from tests.support import activate, new_scope, remember, start_test_server, wait_until
 
 
-def _prepared_statements(engine) -> list[tuple[str, int, int]]:
-    """(sql, reprep, run) of every statement prepared on the pool's idle connections."""
+def _prepared_statements(engine) -> list[tuple[int, str, int, int]] | None:
+    """(connection, sql, reprep, run) of every statement prepared on the pool's connections, or
+    None while a background thread of the server (gauges, reaper) has one checked out."""
     held = [engine.raw_connection() for _ in range(engine.pool.checkedin())]
     try:
+        if engine.pool.checkedout() != len(held):
+            return None
         return [
-            row
+            (id(connection.driver_connection), *row)
             for connection in held
             for row in connection.driver_connection.execute("SELECT sql, reprep, run FROM sqlite_stmt").fetchall()
         ]
@@ -36,14 +39,16 @@ def test_activate_runs_its_prepared_statements_without_re_preparing_them(tmp_pat
         for i in range(8):
             remember(server.stub, seeding.session_id, scope, f"The ledger service {i} listens on port {7300 + i}.")
         engine = server.running.ctx.db.engine
-        before = {sql: reprep for sql, reprep, _ in _prepared_statements(engine)}  # the migrations' own included
+        # Every connection's statements, the migrations' re-prepared ones included.
+        before = {(c, sql): reprep for c, sql, reprep, _ in wait_until(lambda: _prepared_statements(engine))}
         asked = 6
         for i in range(asked):
             response = activate(server.stub, scope, task=f"Which port does ledger service {i} listen on?")
             assert response.memories, "each question finds its claim"
-        statements = _prepared_statements(engine)
-        full_text = [(sql, reprep, run) for sql, reprep, run in statements if "memories_fts MATCH" in sql]
-        assert sum(run for _, _, run in full_text) >= asked, "the retrievals' full-text statement is among them"
-        assert [(sql, reprep) for sql, reprep, _ in statements if reprep > before.get(sql, 0)] == []
+        statements = wait_until(lambda: _prepared_statements(engine))
+        full_text = [run for _, sql, _, run in statements if "memories_fts MATCH" in sql]
+        assert sum(full_text) >= asked, "the retrievals' full-text statement is among them"
+        grown = [(sql, reprep) for c, sql, reprep, _ in statements if reprep > before.get((c, sql), 0)]
+        assert grown == []
     finally:
         server.stop()
