@@ -284,7 +284,10 @@ class Executor:
     `read_only`: every statement that writes is refused before it reaches the database. SQLite's
     own switch for that (`PRAGMA query_only`) expires every prepared statement of the connection
     each time it is set, so the snapshot that every Activate ranks in re-parsed all its statements;
-    PostgreSQL also refuses the write itself (`SET TRANSACTION READ ONLY`)."""
+    PostgreSQL also refuses the write itself (`SET TRANSACTION READ ONLY`). Every write goes through
+    `run`, `run_many`, `insert`, `insert_many` or `savepoint`; `rows` refuses Core INSERT, UPDATE and
+    DELETE (… RETURNING) and SELECT … FOR UPDATE. A textual statement given to `rows` is not
+    inspected: the stores write text (PRAGMA) only through `run`."""
 
     def __init__(self, connection: Connection, read_only: bool = False) -> None:
         self.connection = connection
