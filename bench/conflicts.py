@@ -24,9 +24,7 @@ with this checkout's generated stubs): the same batches, timed per Remember call
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,6 +40,7 @@ import conflict_pairs
 import conflict_pairs_fresh
 import quality
 from corpus import Corpus, CorpusParams, MemorySpec, build_corpus
+from harness import baseline_tree
 from slowave.v1 import memory_service_pb2 as pb
 from slowave.v1 import memory_service_pb2_grpc as pb_grpc
 
@@ -272,14 +271,11 @@ def score(corpus: Corpus, run: Run) -> Scores:
     )
 
 
-REPO = Path(__file__).resolve().parent.parent
-
-
 def serve(corpus: Corpus, baseline_rev: str | None = None) -> Run:
     with tempfile.TemporaryDirectory(prefix="slowave-conflicts-") as tmp:
         env = dict(quality.MODES["lexical"])
         if baseline_rev:
-            env["PYTHONPATH"] = str(_baseline_tree(baseline_rev, Path(tmp) / "baseline"))
+            env["PYTHONPATH"] = str(baseline_tree(baseline_rev, Path(tmp) / "baseline"))
         server = quality.ServerProcess(Path(tmp), env)
         server.start()
         try:
@@ -290,18 +286,6 @@ def serve(corpus: Corpus, baseline_rev: str | None = None) -> Run:
             return run
         finally:
             server.stop()
-
-
-def _baseline_tree(rev: str, where: Path) -> Path:
-    """The `server/` package of commit `rev`, with this checkout's generated stubs (they are built at
-    install, never committed); first on PYTHONPATH, it is what `slowave-server` imports."""
-    where.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "server"], check=True, capture_output=True)
-    subprocess.run(["tar", "-x", "-C", str(where)], input=archive.stdout, check=True)
-    stubs = REPO / "server" / "slowave" / "v1"
-    for stub in stubs.glob("*_pb2*.py*"):
-        shutil.copy(stub, where / "server" / "slowave" / "v1" / stub.name)
-    return where / "server"
 
 
 def _ratio(a: int, b: int) -> str:

@@ -22,6 +22,7 @@ import hashlib
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -216,6 +217,19 @@ class PreloadStream:
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
         return digest.hexdigest()[:16]
+
+
+def baseline_tree(rev: str, where: Path) -> Path:
+    """The `server/` package of commit `rev`, with this checkout's generated stubs (they are built at
+    install, never committed); first on PYTHONPATH, it is what `slowave-server` imports (the
+    earlier build that bench/conflicts.py and bench/ab.py compare with)."""
+    where.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "server"], check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(where)], input=archive.stdout, check=True)
+    stubs = REPO / "server" / "slowave" / "v1"
+    for stub in stubs.glob("*_pb2*.py*"):
+        shutil.copy(stub, where / "server" / "slowave" / "v1" / stub.name)
+    return where / "server"
 
 
 # ------------------------------------------------------------------------------------ measuring
