@@ -31,50 +31,10 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import PreloadStream, ServerProcess, baseline_tree, cpu_seconds, load, pct, service_cue
-from slowave.v1 import memory_service_pb2 as pb
+from perf import SCOPE, Recorder, cycle
 from slowave.v1 import memory_service_pb2_grpc as pb_grpc
-from slowave.v1 import resources_pb2 as res
 
-SCOPE = "project:ab"
 RPCS = ("Activate", "Feedback", "Commit")
-
-
-def cycle(stub: pb_grpc.MemoryServiceStub, cue: str, latencies: dict[str, list[float]] | None) -> None:
-    """perf.py's cycle: the first memory `used`, coverage COMPLETE, a verified success."""
-
-    def timed(name: str, call, request):
-        started = time.perf_counter()
-        response = call(request, timeout=60)
-        if latencies is not None:
-            latencies[name].append((time.perf_counter() - started) * 1000)
-        return response
-
-    a = timed("Activate", stub.Activate, pb.ActivateRequest(task=cue, initial_goal=cue, scope=SCOPE))
-    entries = (
-        [
-            pb.MemoryFeedbackEntry(
-                memory_id=a.memories[0].memory_id, assessment=pb.MEMORY_ASSESSMENT_USED, effect=res.EFFECT_HELPED
-            )
-        ]
-        if a.memories
-        else []
-    )
-    timed(
-        "Feedback",
-        stub.Feedback,
-        pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=entries, coverage=pb.COVERAGE_COMPLETE),
-    )
-    timed(
-        "Commit",
-        stub.Commit,
-        pb.CommitRequest(
-            session_id=a.session_id,
-            final_goal=cue,
-            outcome=res.OUTCOME_SUCCESS,
-            outcome_summary="The notes answered the question.",
-            verification=pb.Verification(status=res.VERIFICATION_STATUS_VERIFIED, summary="Checked by bench/ab.py."),
-        ),
-    )
 
 
 def main() -> None:
@@ -101,25 +61,27 @@ def main() -> None:
                 load(stubs[name], SCOPE, stream.items(start, min(10_000, args.size - start)), check=True)
             print(f"{name}: {args.size:,} memories stored in {time.perf_counter() - started:.0f} s", flush=True)
         cues = {name: random.Random(20261205) for name in builds}
+        summaries = {name: random.Random(20261205) for name in builds}
         for name in builds:
+            unrecorded = Recorder(0.0, 0.0, sizes=False)  # an empty window: nothing is recorded
             until = time.monotonic() + args.warmup
             while time.monotonic() < until:
-                cycle(stubs[name], service_cue(cues[name]), None)
-        latencies = {name: {rpc: [] for rpc in RPCS} for name in builds}
+                cycle(stubs[name], unrecorded, service_cue(cues[name]), summaries[name])
+        recorders = {name: Recorder(0.0, float("inf"), sizes=False) for name in builds}
         cpu = dict.fromkeys(builds, 0.0)
         order = list(builds)
         for block in range(args.blocks):
             for name in order if block % 2 == 0 else order[::-1]:
                 before = cpu_seconds(servers[name].process.pid)
                 for _ in range(args.block):
-                    cycle(stubs[name], service_cue(cues[name]), latencies[name])
+                    cycle(stubs[name], recorders[name], service_cue(cues[name]), summaries[name])
                 cpu[name] += cpu_seconds(servers[name].process.pid) - before
         cycles = args.blocks * args.block
         print(f"\n{cycles} cycles per build at {args.size:,} memories, alternating blocks of {args.block}\n")
         print("| build | " + " | ".join(f"{rpc} p50 / p95 (ms)" for rpc in RPCS) + " | server CPU per cycle (ms) |")
         print("|---|" + "---:|" * (len(RPCS) + 1))
         for name in builds:
-            ordered = {rpc: sorted(latencies[name][rpc]) for rpc in RPCS}
+            ordered = {rpc: sorted(recorders[name].latencies[rpc]) for rpc in RPCS}
             cells = [f"{pct(ordered[rpc], 0.5):.2f} / {pct(ordered[rpc], 0.95):.2f}" for rpc in RPCS]
             print(f"| {name} | " + " | ".join(cells) + f" | {cpu[name] / cycles * 1000:.2f} |")
 

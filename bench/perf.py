@@ -234,6 +234,27 @@ def _activate(stub: pb_grpc.MemoryServiceStub, rec: Recorder, name: str | None, 
     return rec.call(name, stub.Activate, pb.ActivateRequest(task=cue, initial_goal=cue, scope=SCOPE))
 
 
+def cycle(stub: pb_grpc.MemoryServiceStub, rec: Recorder, cue: str, rng: random.Random) -> None:
+    """The cycle phase's unit: Activate(task cue) -> Feedback (first memory `used`, coverage
+    COMPLETE) -> Commit (bench/ab.py runs it too)."""
+    a = _activate(stub, rec, "Activate", cue)
+    entries = (
+        [
+            pb.MemoryFeedbackEntry(
+                memory_id=a.memories[0].memory_id, assessment=pb.MEMORY_ASSESSMENT_USED, effect=res.EFFECT_HELPED
+            )
+        ]
+        if a.memories
+        else []
+    )
+    rec.call(
+        "Feedback",
+        stub.Feedback,
+        pb.FeedbackRequest(retrieval_id=a.retrieval_id, memory_feedback=entries, coverage=pb.COVERAGE_COMPLETE),
+    )
+    _commit(stub, rec, "Commit", a.session_id, cue, rng)
+
+
 def _worker(spec: ClientSpec, tid: int, channel: grpc.Channel, rec: Recorder, go: threading.Event) -> None:
     rng = random.Random(f"{spec.tag}/{spec.proc}/{tid}")
     stub = pb_grpc.MemoryServiceStub(channel)
@@ -249,26 +270,7 @@ def _worker(spec: ClientSpec, tid: int, channel: grpc.Channel, rec: Recorder, go
                 rec.call("Echo", echo, payload)
                 continue
             if spec.kind == "cycle":
-                a = _activate(stub, rec, "Activate", cue)
-                entries = (
-                    [
-                        pb.MemoryFeedbackEntry(
-                            memory_id=a.memories[0].memory_id,
-                            assessment=pb.MEMORY_ASSESSMENT_USED,
-                            effect=res.EFFECT_HELPED,
-                        )
-                    ]
-                    if a.memories
-                    else []
-                )
-                rec.call(
-                    "Feedback",
-                    stub.Feedback,
-                    pb.FeedbackRequest(
-                        retrieval_id=a.retrieval_id, memory_feedback=entries, coverage=pb.COVERAGE_COMPLETE
-                    ),
-                )
-                _commit(stub, rec, "Commit", a.session_id, cue, rng)
+                cycle(stub, rec, cue, rng)
                 rec.units += rec.inside(started)
                 continue
             a = _activate(stub, rec, None, cue)

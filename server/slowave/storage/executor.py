@@ -295,7 +295,7 @@ class Executor:
         self.read_only = read_only
         self._driver = connection.connection.driver_connection if self.dialect == "sqlite" else None
 
-    def _writes(self) -> None:
+    def _refuse_in_read_only(self) -> None:
         if self.read_only:
             raise ReadOnlyUnitOfWork("a read-only unit of work does not write")
 
@@ -317,7 +317,7 @@ class Executor:
     def rows(self, stmt: Executable | PerDialect, params: dict[str, Any] | None = None) -> list[Any]:
         stmt = self._resolve(stmt)
         if self.read_only and _locks_or_writes(stmt):
-            self._writes()
+            self._refuse_in_read_only()
         if self._driver is None:
             return list(self.connection.execute(stmt, params))
         plan = self._plan(stmt)
@@ -346,7 +346,7 @@ class Executor:
 
     def run(self, stmt: Executable | PerDialect, params: dict[str, Any] | None = None) -> int:
         """Runs a statement that returns no rows; returns how many rows it matched."""
-        self._writes()
+        self._refuse_in_read_only()
         stmt = self._resolve(stmt)
         if stmt is None:
             return 0
@@ -356,7 +356,7 @@ class Executor:
 
     def run_many(self, stmt: Executable | PerDialect, rows: Sequence[dict[str, Any]]) -> None:
         """Runs a statement once per parameter set, in one call."""
-        self._writes()
+        self._refuse_in_read_only()
         stmt = self._resolve(stmt)
         if not rows:
             return
@@ -375,7 +375,7 @@ class Executor:
 
     def insert(self, table: Table, values: dict[str, Any]) -> Any:
         """Inserts one row; returns its primary key (the given one, else the new one)."""
-        self._writes()
+        self._refuse_in_read_only()
         if self._driver is None:
             return self.connection.execute(_insert(table), values).inserted_primary_key[0]
         plan, given_key = self._insert_plan(table, tuple(values))
@@ -384,7 +384,7 @@ class Executor:
 
     def insert_many(self, table: Table, rows: Sequence[dict[str, Any]]) -> None:
         """Inserts rows in list order (on SQLite one statement per run of rows with the same keys)."""
-        self._writes()
+        self._refuse_in_read_only()
         if not rows:
             return
         if self._driver is None:
@@ -418,7 +418,7 @@ class Executor:
     @contextmanager
     def savepoint(self) -> Iterator[None]:
         """A nested transaction: rolled back alone if the block raises (the error goes on)."""
-        self._writes()
+        self._refuse_in_read_only()
         nested = self.connection.begin_nested()
         try:
             yield
