@@ -239,3 +239,33 @@ def test_the_mcp_bridge_carries_the_flags(bridge, scope):
     )["results"]
     assert results[0]["data"]["possibly_supersedes"] == [old["memory_id"]]
     assert results[1]["data"]["similar"] == [old["memory_id"]]
+
+
+FILLER_WORDS = (
+    "latency error saturation traffic queue disk memory socket thread cache retry backoff quota shard "
+    "replica index cursor batch lease token audit canary rollout budget heap garbage compaction "
+    "checkpoint snapshot journal mutex semaphore pipeline scheduler webhook cron ingress egress "
+    "firewall certificate"
+).split()  # 40: the name's terms in 41 memories' own words and in about as many session contexts'
+
+
+
+def test_an_older_version_is_found_though_its_name_fills_the_session_context_around_it(stub, scope):
+    """Remember's flags ask the index for memories holding the claim's rarest words in their *own*
+    words, and count only those against the candidate budget. A service named by many claims of
+    one session is in most of their session contexts too: counted there as well, its name no longer
+    fitted the budget, the query held only the claim's other words, and an older version that shares
+    just the name was never read (bench/conflicts.py: `possibly_supersedes` recall 0.899 → 0.981)."""
+    s = service()
+    other = activate(stub, scope, task="Note the archive region")
+    remember(stub, other.session_id, scope, "The ca-central-1 region hosts the cold archive.")
+    commit(stub, other.session_id)
+
+    a = activate(stub, scope, task=f"Note how {s} runs")
+    old = remember(stub, a.session_id, scope, f"{s} is hosted in us-west-2.")
+    batch(stub, a.session_id, scope, [f"{s} dashboards show {w} panels." for w in FILLER_WORDS])
+
+    new = remember(stub, a.session_id, scope, f"{s} was migrated to ca-central-1 on 2025-09-11.")
+    assert new.disposition == pb.DISPOSITION_CREATED
+    assert list(new.possibly_supersedes) == [old.memory_id]
+    commit(stub, a.session_id)

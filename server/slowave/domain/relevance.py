@@ -479,7 +479,9 @@ class LexicalQuery:
     """All of the terms in the memory's own words, instead of any of them in either field."""
 
 
-def lexical_query(terms: frozenset[str], doc_counts: dict[str, int], budget_docs: int = 128) -> LexicalQuery | None:
+def lexical_query(
+    terms: frozenset[str], doc_counts: dict[str, int], budget_docs: int = 128, context: bool = True
+) -> LexicalQuery | None:
     """What to ask the full-text index: the cue's rarest terms, within a document budget.
 
     Every memory matching an any-of query is scored, so such a query costs the sum of its terms'
@@ -490,9 +492,12 @@ def lexical_query(terms: frozenset[str], doc_counts: dict[str, int], budget_docs
     evidence@10). When even the rarest term is too common, memories must hold the two or three
     rarest terms together in their own words (the index then streams the newest matches). Terms
     left out still count in relevance, and the containment floor does not depend on them.
+
+    `context=False`: the query is over memories' own words only (Remember's flags, which compare a
+    claim with what other claims say themselves), so only those documents count against the budget.
     """
     present = sorted(
-        (doc_counts.get(t[:128], 0) + doc_counts.get(context_term(t)[:128], 0), t)
+        (doc_counts.get(t[:128], 0) + (doc_counts.get(context_term(t)[:128], 0) if context else 0), t)
         for t in terms
         if doc_counts.get(t[:128], 0) > 0
     )

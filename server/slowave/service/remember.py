@@ -218,7 +218,7 @@ def flags(
     token_sets = [frozenset(terms(content)) for _, content in created]
     wanted = sorted({t for ts in token_sets for t in statistics_terms(ts)})
     doc_counts = uow.search.term_statistics(tenant, scope, wanted) if created else {}
-    queries = [lexical_query(ts, doc_counts, FLAG_CANDIDATES) for ts in token_sets]
+    queries = [lexical_query(ts, doc_counts, FLAG_CANDIDATES, context=False) for ts in token_sets]
     asked = [i for i, q in enumerate(queries) if q is not None]
     matches = uow.search.lexical_matches_each(
         tenant,

@@ -92,7 +92,7 @@ def _matches(dialect: str, columns: tuple = tuple(VIEW_COLUMNS)):
 MATCHES = PerDialect(_matches)
 """Retrievable memories of the scope whose words match the query q (see `query`), newest first."""
 
-FLAG_COLUMNS = (_m.c.number, _m.c.status, _m.c.content, _m.c.own_terms, _m.c.context_terms)
+FLAG_COLUMNS = (_m.c.number, _m.c.status, _m.c.content, _m.c.own_terms)
 
 
 def _flag_statement(dialect: str):
@@ -113,9 +113,9 @@ def _flag_statement(dialect: str):
 
 
 FLAG_MATCHES = PerDialect(_flag_statement)
-"""MATCHES with what Remember's flags read: the text, the status, and the words it is indexed with
-(own_terms, context_terms), which tell which of several queries joined in one (`any_query`, SQLite
-only) a row matches."""
+"""MATCHES with what Remember's flags read: the text, the status, and its own words as indexed
+(own_terms), which tell which of several queries joined in one (`any_query`, SQLite only) a row
+matches."""
 
 
 def query(dialect: str, tokens: list[str], require_all: bool) -> str:

@@ -59,9 +59,16 @@ class MemorySearch:
         return {term: docs for term, docs in self.ex.rows(_TERM_DOCS, params)}
 
     def lexical_matches(
-        self, tenant: str, scope: str, terms: Sequence[str], limit: int, require_all: bool = False
+        self,
+        tenant: str,
+        scope: str,
+        terms: Sequence[str],
+        limit: int,
+        require_all: bool = False,
+        context: bool = True,
     ) -> list[Any]:
-        """Memories of the scope containing any (or, with `require_all`, all) of the terms.
+        """Memories of the scope containing any (or, with `require_all`, all) of the terms (with
+        `context=False`, in their own words only; an all-of query always asks their own words).
 
         Active memories, plus memories retired as superseded (their replacements stand in). The
         index only proposes candidates; the caller scores them. Any-of queries are planned over
@@ -72,7 +79,7 @@ class MemorySearch:
         """
         key = scope_key(tenant, scope)
         indexed = [index_token(key, w) for w in terms]
-        if not require_all:  # any of the terms, in the memory's own words or its session context
+        if context and not require_all:  # any of the terms, in the memory's own words or its session context
             indexed += [index_token(key, w, context=True) for w in terms]
         q = full_text.query(self.ex.dialect, indexed, require_all)
         return self.ex.rows(full_text.MATCHES, {"q": q, "tenant": tenant, "scope": scope, "limit": limit})
@@ -80,14 +87,20 @@ class MemorySearch:
     def lexical_matches_each(
         self, tenant: str, scope: str, queries: Sequence[tuple[Sequence[str], bool]], limit: int
     ) -> list[list[Any]]:
-        """`lexical_matches` of each (terms, require_all) query, as Remember's flags read them (number,
-        status, content, own_terms, context_terms): the same rows, newest first, at most `limit`
-        each, on SQLite for one round trip instead of one per query.
+        """Remember's flags' candidates: for each (terms, require_all) query, the memories of the
+        scope holding any (or all) of the terms *in their own words* (number, status, content,
+        own_terms), newest first, at most `limit` each; on SQLite one round trip for the batch
+        instead of one per query.
+
+        Own words only, unlike retrieval's `lexical_matches`: a flag compares what two claims say
+        themselves, so a memory that only its session context matches has none of the query's words
+        to share with the new claim (measured on 100k templated memories: a quarter of the rows such
+        a query read, and no flag among them).
 
         One index query joins them all, with room for `limit` rows per query; each row is given to
-        the queries it matches, read from the words it is indexed with (the same own_terms and
-        context_terms the index holds). When that query filled its room, a query with fewer than
-        `limit` rows may have older matches beyond it: that query alone runs again."""
+        the queries it matches, read from the words it is indexed with (the own_terms the index
+        holds). When that query filled its room, a query with fewer than `limit` rows may have
+        older matches beyond it: that query alone runs again."""
         if not queries:
             return []
         key = scope_key(tenant, scope)
@@ -96,47 +109,35 @@ class MemorySearch:
             # scope and tests every memory against it (1.5 s for a batch of 100 claims at 100k
             # memories); one query at a time is answered from the GIN index (FLAG_MATCHES): 85 ms.
             return [self._flag_matches(key, tenant, scope, terms, require_all, limit) for terms, require_all in queries]
-        indexed = [self._indexed(key, t, a) for t, a in queries]
+        indexed = [[index_token(key, w) for w in terms] for terms, _ in queries]
         room = limit * len(queries)
         q = full_text.any_query(self.ex.dialect, [(tokens, a) for tokens, (_, a) in zip(indexed, queries)])
         params = {"q": q, "tenant": tenant, "scope": scope, "limit": room}
         rows = self.ex.rows(full_text.FLAG_MATCHES, params)
         known = all(r.own_terms is not None for r in rows)
-        # Postings of the rows read: term -> positions (newest first) holding it in their own words,
-        # and in their own words or session context.
+        # Postings of the rows read: term -> positions (newest first) holding it in their own words.
         asked = {w for terms, _ in queries for w in terms}
         own: dict[str, list[int]] = {}
-        either: dict[str, list[int]] = {}
         for i, r in enumerate(rows):
-            mine = asked.intersection((r.own_terms or "").split())
-            for w in mine:
+            for w in asked.intersection((r.own_terms or "").split()):
                 own.setdefault(w, []).append(i)
-            for w in mine.union(asked.intersection((r.context_terms or "").split())):
-                either.setdefault(w, []).append(i)
         out = []
         for terms, require_all in queries:
             if require_all:
                 held = [set(own.get(w, ())) for w in terms]
                 at = set.intersection(*held) if held else set()
             else:
-                at = {i for w in terms for i in either.get(w, ())}
+                at = {i for w in terms for i in own.get(w, ())}
             found = [rows[i] for i in sorted(at)]
             if not known or (len(rows) >= room and len(found) < limit):
                 found = self._flag_matches(key, tenant, scope, terms, require_all, limit)
             out.append(found[:limit])
         return out
 
-    @staticmethod
-    def _indexed(key: str, terms: Sequence[str], require_all: bool) -> list[str]:
-        indexed = [index_token(key, w) for w in terms]
-        if not require_all:  # any of the terms, in the memory's own words or its session context
-            indexed += [index_token(key, w, context=True) for w in terms]
-        return indexed
-
     def _flag_matches(
         self, key: str, tenant: str, scope: str, terms: Sequence[str], require_all: bool, limit: int
     ) -> list[Any]:
-        q = full_text.query(self.ex.dialect, self._indexed(key, terms, require_all), require_all)
+        q = full_text.query(self.ex.dialect, [index_token(key, w) for w in terms], require_all)
         return self.ex.rows(full_text.FLAG_MATCHES, {"q": q, "tenant": tenant, "scope": scope, "limit": limit})
 
     def memory_views(self, tenant: str, scope: str, numbers: Iterable[int]) -> list[Any]:
