@@ -249,7 +249,6 @@ FILLER_WORDS = (
 ).split()  # 40: the name's terms in 41 memories' own words and in about as many session contexts'
 
 
-
 def test_an_older_version_is_found_though_its_name_fills_the_session_context_around_it(stub, scope):
     """Remember's flags ask the index for memories holding the claim's rarest words in their *own*
     words, and count only those against the candidate budget. A service named by many claims of
