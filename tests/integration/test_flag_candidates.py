@@ -1,7 +1,7 @@
 """Remember's flags read their candidates for a whole batch in one index query
 (storage.memory_search.MemorySearch.lexical_matches_each): each query's rows must be exactly those
-`lexical_matches` returns for it alone over own words (`context=False`), on both backends, also when
-the joined query fills its room."""
+`flag_matches` returns for it alone (own words only, the query PostgreSQL runs), on both backends,
+also when the joined query fills its room."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def test_joined_candidate_query_returns_each_querys_own_matches(tmp_path):
                 joined = uow.search.lexical_matches_each("local", "project:x", queries, limit)
                 assert len(joined) == len(queries)
                 for (words, require_all), got in zip(queries, joined):
-                    alone = uow.search.lexical_matches("local", "project:x", words, limit, require_all, context=False)
+                    alone = uow.search.flag_matches("local", "project:x", words, require_all, limit)
                     assert [(r.number, r.content, r.status) for r in got] == [
                         (r.number, r.content, r.status) for r in alone
                     ], (words, require_all, limit)

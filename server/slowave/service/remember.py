@@ -9,7 +9,7 @@ from datetime import datetime
 from slowave.domain.claim_identity import claim_hash
 from slowave.domain.identifiers import event_id, memory_id
 from slowave.domain.near_duplicates import Relation, Verdict, compare, shape
-from slowave.domain.relevance import SESSION_CONTEXT_CLAIMS, lexical_query, session_context, statistics_terms
+from slowave.domain.relevance import SESSION_CONTEXT_CLAIMS, lexical_query, session_context
 from slowave.domain.terms import terms
 from slowave.service.commands import Claim, RememberCommand
 from slowave.service.context import ServiceContext
@@ -216,7 +216,8 @@ def flags(
     batch count; the term counts, the candidates and the values' counts are read once for the
     batch (three queries at most), as each claim alone would read them."""
     token_sets = [frozenset(terms(content)) for _, content in created]
-    wanted = sorted({t for ts in token_sets for t in statistics_terms(ts)})
+    # Own words' counts only: the flags' candidates are read by memories' own words.
+    wanted = sorted({t for ts in token_sets for t in ts})
     doc_counts = uow.search.term_statistics(tenant, scope, wanted) if created else {}
     queries = [lexical_query(ts, doc_counts, FLAG_CANDIDATES, context=False) for ts in token_sets]
     asked = [i for i, q in enumerate(queries) if q is not None]

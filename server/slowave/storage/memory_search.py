@@ -59,16 +59,9 @@ class MemorySearch:
         return {term: docs for term, docs in self.ex.rows(_TERM_DOCS, params)}
 
     def lexical_matches(
-        self,
-        tenant: str,
-        scope: str,
-        terms: Sequence[str],
-        limit: int,
-        require_all: bool = False,
-        context: bool = True,
+        self, tenant: str, scope: str, terms: Sequence[str], limit: int, require_all: bool = False
     ) -> list[Any]:
-        """Memories of the scope containing any (or, with `require_all`, all) of the terms (with
-        `context=False`, in their own words only; an all-of query always asks their own words).
+        """Memories of the scope containing any (or, with `require_all`, all) of the terms.
 
         Active memories, plus memories retired as superseded (their replacements stand in). The
         index only proposes candidates; the caller scores them. Any-of queries are planned over
@@ -79,7 +72,7 @@ class MemorySearch:
         """
         key = scope_key(tenant, scope)
         indexed = [index_token(key, w) for w in terms]
-        if context and not require_all:  # any of the terms, in the memory's own words or its session context
+        if not require_all:  # any of the terms, in the memory's own words or its session context
             indexed += [index_token(key, w, context=True) for w in terms]
         q = full_text.query(self.ex.dialect, indexed, require_all)
         return self.ex.rows(full_text.MATCHES, {"q": q, "tenant": tenant, "scope": scope, "limit": limit})
@@ -108,7 +101,7 @@ class MemorySearch:
             # PostgreSQL estimates a tsquery ORing a batch's hundreds of terms to match most of the
             # scope and tests every memory against it (1.5 s for a batch of 100 claims at 100k
             # memories); one query at a time is answered from the GIN index (FLAG_MATCHES): 85 ms.
-            return [self._flag_matches(key, tenant, scope, terms, require_all, limit) for terms, require_all in queries]
+            return [self.flag_matches(tenant, scope, terms, require_all, limit) for terms, require_all in queries]
         indexed = [[index_token(key, w) for w in terms] for terms, _ in queries]
         room = limit * len(queries)
         q = full_text.any_query(self.ex.dialect, [(tokens, a) for tokens, (_, a) in zip(indexed, queries)])
@@ -130,13 +123,14 @@ class MemorySearch:
                 at = {i for w in terms for i in own.get(w, ())}
             found = [rows[i] for i in sorted(at)]
             if not known or (len(rows) >= room and len(found) < limit):
-                found = self._flag_matches(key, tenant, scope, terms, require_all, limit)
+                found = self.flag_matches(tenant, scope, terms, require_all, limit)
             out.append(found[:limit])
         return out
 
-    def _flag_matches(
-        self, key: str, tenant: str, scope: str, terms: Sequence[str], require_all: bool, limit: int
-    ) -> list[Any]:
+    def flag_matches(self, tenant: str, scope: str, terms: Sequence[str], require_all: bool, limit: int) -> list[Any]:
+        """One query of `lexical_matches_each` alone: the memories holding any (or all) of the terms
+        in their own words, newest first, at most `limit`."""
+        key = scope_key(tenant, scope)
         q = full_text.query(self.ex.dialect, [index_token(key, w) for w in terms], require_all)
         return self.ex.rows(full_text.FLAG_MATCHES, {"q": q, "tenant": tenant, "scope": scope, "limit": limit})
 
