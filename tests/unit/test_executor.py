@@ -3,14 +3,16 @@ for every column type the tables use: text, integers, booleans, JSON, UTC dateti
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import Integer, bindparam, insert, select, update
 
+from slowave.domain.errors import StorageUnavailable
 from slowave.storage import tables as t
 from slowave.storage.database import Database
-from slowave.storage.executor import Executor, any_of, values_of
+from slowave.storage.executor import Executor, any_of, store_outage, values_of
 
 NOW = datetime(2026, 11, 30, 12, 34, 56, 789012, tzinfo=UTC)
 
@@ -127,3 +129,34 @@ def test_savepoint_undoes_only_its_own_writes(db: Database) -> None:
         assert uow.sessions.get_any("undone") is None
     with db.transaction() as uow:
         assert uow.sessions.get_any("kept") is not None and uow.sessions.get_any("undone") is None
+
+
+def test_errors_of_the_driver_itself_are_an_outage_only_when_the_store_cannot_serve() -> None:
+    def error(cls: type[sqlite3.Error], message: str, code: int | None) -> sqlite3.Error:
+        exc = cls(message)
+        if code is not None:
+            exc.sqlite_errorcode = code  # type: ignore[attr-defined]
+        return exc
+
+    assert store_outage(error(sqlite3.OperationalError, "database or disk is full", sqlite3.SQLITE_FULL))
+    assert store_outage(error(sqlite3.OperationalError, "database is locked", sqlite3.SQLITE_BUSY))
+    assert store_outage(error(sqlite3.OperationalError, "disk I/O error", sqlite3.SQLITE_IOERR | (4 << 8)))  # extended
+    assert store_outage(error(sqlite3.DatabaseError, "file is not a database", None))
+    assert not store_outage(error(sqlite3.OperationalError, "no such table: nowhere", sqlite3.SQLITE_ERROR))
+    assert not store_outage(error(sqlite3.IntegrityError, "UNIQUE constraint failed", sqlite3.SQLITE_CONSTRAINT))
+
+
+def test_a_savepoint_whose_transaction_sqlite_ended_lets_nothing_run_after_it(db: Database) -> None:
+    """SQLite may roll back the whole transaction on an error inside a savepoint (a full disk): the
+    savepoint then raises TransactionLost, which no `except Exception` stops, and the unit of work
+    reports an outage; nothing of it is stored."""
+    with pytest.raises(StorageUnavailable), db.transaction() as uow:
+        uow.sessions.insert(**_session("before"))
+        try:
+            with uow.savepoint():
+                uow._ex._driver.execute("ROLLBACK")  # what SQLite does itself on SQLITE_FULL
+                raise RuntimeError("database or disk is full")
+        except Exception:  # a batch's per-item isolation would carry on here
+            uow.sessions.insert(**_session("after"))
+    with db.transaction() as uow:
+        assert uow.sessions.get_any("before") is None and uow.sessions.get_any("after") is None

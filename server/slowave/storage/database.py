@@ -291,6 +291,14 @@ class Database:
                 log.warning("database unavailable: %s", exc.orig)
                 raise StorageUnavailable("the database is unavailable; retry shortly") from exc
             raise
+        except executor.SQLiteError as exc:  # the executor's own statements (not wrapped by SQLAlchemy)
+            if executor.store_outage(exc):
+                log.warning("database unavailable: %s", exc)
+                raise StorageUnavailable("the database is unavailable; retry shortly") from exc
+            raise
+        except executor.TransactionLost as exc:
+            log.warning("database unavailable: the transaction was rolled back by SQLite: %s", exc)
+            raise StorageUnavailable("the database is unavailable; retry shortly") from exc
         finally:
             if writer is not None:
                 writer.release()

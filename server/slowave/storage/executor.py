@@ -417,15 +417,28 @@ class Executor:
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
-        """A nested transaction: rolled back alone if the block raises (the error goes on)."""
+        """A nested transaction: rolled back alone if the block raises (the error goes on) — unless
+        SQLite ended the whole transaction (TransactionLost)."""
         self._refuse_in_read_only()
         nested = self.connection.begin_nested()
         try:
             yield
-        except BaseException:
+        except BaseException as exc:
+            if self._driver is not None and not self._driver.in_transaction:
+                raise TransactionLost(str(exc)) from exc
             nested.rollback()
             raise
         nested.commit()
+
+
+class TransactionLost(BaseException):
+    """SQLite rolled back the whole transaction on an error inside a savepoint: a full disk, an I/O
+    error, a lock or memory it could not get (SQLITE_FULL, SQLITE_IOERR, SQLITE_BUSY and SQLITE_NOMEM
+    may end the transaction, not only the statement). The unit of work is gone: a caller that went
+    on after the savepoint (a batch retrying its items one by one) would write outside it, each
+    statement committed alone, the session's lock already released. A BaseException, like
+    storage.database.CallerGone, so that no `except Exception` carries on;
+    storage.database.Database.transaction reports it as the outage it is."""
 
 
 # ------------------------------------------------------------------ SQLite files
@@ -451,6 +464,33 @@ def unreadable_database(error: BaseException | None) -> bool:
     """sqlite3.DatabaseError itself (not a subclass): the file is not, or no longer, a readable
     database ("file is not a database", "disk image is malformed")."""
     return type(error) is sqlite3.DatabaseError
+
+
+# Primary result codes of a store that cannot serve just now, whatever the statement: its lock held
+# past the busy timeout, an I/O error, a full disk, a file that cannot be opened or written.
+# Others (SQLITE_ERROR: a statement the schema does not know) are a bug, not an outage.
+_OUTAGE_CODES = frozenset(
+    (
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_NOMEM,
+        sqlite3.SQLITE_PROTOCOL,
+    )
+)
+
+
+def store_outage(error: BaseException) -> bool:
+    """Whether an error the sqlite3 driver raised itself means the store is unavailable. The
+    executor runs SQLite statements on the driver directly, so their errors are the driver's own,
+    not SQLAlchemy's wrapped ones (storage.database.Database.transaction maps both)."""
+    if unreadable_database(error):
+        return True
+    code = getattr(error, "sqlite_errorcode", None)
+    return isinstance(error, sqlite3.OperationalError) and code is not None and code & 0xFF in _OUTAGE_CODES
 
 
 def wal_checkpoint(path: str) -> tuple[int, int]:
