@@ -218,8 +218,28 @@ def test_sigterm_drains_every_process(tmp_path):
     assert len(stopped) == PROCESSES + 1  # each process, then the supervisor
 
 
-def test_sigkill_of_the_supervisor_leaves_no_process(tmp_path):
-    server = _start(tmp_path)
+def test_sigkill_of_the_supervisor_leaves_no_process_and_the_next_start_clears_its_metrics(tmp_path):
+    """The server processes end with their supervisor. Its metrics directory (prometheus_client's
+    multiprocess files) outlives it, as nothing ran to remove it: the next server's supervisor
+    removes it, and keeps those of supervisors still running."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {"SLOWAVE_METRICS_ADDR": "127.0.0.1:0", "TMPDIR": str(temp)}
+    url = new_database_url(tmp_path)
+    server = _start(tmp_path / "first", url, **env)
     children = wait_until(lambda: (c := _children(server.proc.pid)) and len(c) == PROCESSES and c, timeout=60)
+    (orphaned,) = temp.glob(f"slowave-metrics-{server.proc.pid}-*")
     server.kill()
     wait_until(lambda: not [pid for pid in children if _alive(pid)], timeout=30, what="the server processes to end")
+    assert orphaned.is_dir()
+    running = temp / f"slowave-metrics-{os.getpid()}-running"  # this test's own process: alive
+    running.mkdir()
+
+    second = _start(tmp_path / "second", url, **env)
+    try:
+        assert not orphaned.exists()
+        assert running.is_dir()
+        assert len(list(temp.glob(f"slowave-metrics-{second.proc.pid}-*"))) == 1
+    finally:
+        second.stop()
+    assert not list(temp.glob(f"slowave-metrics-{second.proc.pid}-*"))  # a stopped supervisor removes its own

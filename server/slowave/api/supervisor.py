@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from slowave.config import Settings
 
@@ -39,6 +40,7 @@ PROCESS_INDEX_ENV = "SLOWAVE_PROCESS_INDEX"
 READY_FD_ENV = "SLOWAVE_READY_FD"
 PARENT_ENV = "SLOWAVE_SUPERVISOR_PID"
 METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's own variable
+METRICS_DIR_PREFIX = "slowave-metrics-"  # then the supervisor's pid, "-" and a random part
 
 _PR_SET_PDEATHSIG = 1
 _START_TIMEOUT = 120.0
@@ -114,7 +116,9 @@ class Supervisor:
         from prometheus_client import CollectorRegistry, start_http_server
         from prometheus_client.multiprocess import MultiProcessCollector
 
-        self._metrics_dir = tempfile.mkdtemp(prefix="slowave-metrics-")
+        remove_orphaned_metrics_dirs(Path(tempfile.gettempdir()))
+        # The supervisor's pid in the name: a later start can tell the directory of one that is gone.
+        self._metrics_dir = tempfile.mkdtemp(prefix=f"{METRICS_DIR_PREFIX}{os.getpid()}-")
         registry = CollectorRegistry()
         MultiProcessCollector(registry, path=self._metrics_dir)
         host, port = _split_addr(self.settings.metrics_addr)
@@ -226,6 +230,31 @@ class Supervisor:
             self._metrics_http.shutdown()  # type: ignore[attr-defined]
         if self._metrics_dir is not None:
             shutil.rmtree(self._metrics_dir, ignore_errors=True)
+
+
+def remove_orphaned_metrics_dirs(parent: Path) -> list[Path]:
+    """Removes the metrics directories of supervisors that are gone without stopping (SIGKILL, a
+    crash, the machine's power): `stop` removes a supervisor's own, and nothing else would, so
+    they would pile up in the temporary directory, one per such end. A directory whose supervisor
+    still runs — or whose pid another process has taken since — is left alone."""
+    removed = []
+    for path in parent.glob(f"{METRICS_DIR_PREFIX}*-*"):
+        pid = path.name[len(METRICS_DIR_PREFIX) :].partition("-")[0]
+        if not pid.isdigit() or _process_exists(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 class StartFailed(Exception):
