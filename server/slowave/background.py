@@ -3,8 +3,8 @@
 The reaper, the consolidator, the gauge refresher, the WAL checkpointer and the full-text index
 merger each do one piece of work every few seconds, off the request path. `Periodic` is the thread
 they share: it runs the work at once or after the first interval, then every interval, and early
-when notified; a failure is reported to the task's handler and never ends the loop; `stop` ends it
-between two runs.
+when notified (no sooner than `settle` after the previous run); a failure is reported to the task's
+handler and never ends the loop; `stop` ends it between two runs.
 """
 
 from __future__ import annotations
@@ -25,10 +25,14 @@ class Periodic:
         *,
         at_start: bool = False,
         on_error: Callable[[Exception], None] | None = None,
+        settle: float = 0.0,
     ) -> None:
         """`at_start`: the first run is at once rather than after one interval. `on_error`: what a
-        failed run reports (default: logged with its traceback)."""
+        failed run reports (default: logged with its traceback). `settle`: a notification waits
+        until this long (at most one interval) after the end of the previous run, so notifications
+        that come faster are served together by one run; one after a quiet spell runs at once."""
         self.interval = interval
+        self.settle = min(settle, interval)
         self._work = work
         self._at_start = at_start
         self._on_error = on_error or (lambda exc: log.error("%s failed", name, exc_info=exc))
@@ -69,5 +73,7 @@ class Periodic:
             self._pause()
 
     def _pause(self) -> None:
-        self._wake.wait(self.interval)
+        if self.settle > 0 and self._stop.wait(self.settle):
+            return
+        self._wake.wait(self.interval - self.settle)
         self._wake.clear()

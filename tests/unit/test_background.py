@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from slowave.background import Periodic
 from tests.support import wait_until
@@ -34,3 +35,26 @@ def test_without_at_start_the_first_run_waits_for_the_interval_and_stop_ends_the
     loop = Periodic("test-loop", 3600, ran.set).start()
     loop.stop()
     assert not loop.alive and not ran.is_set()
+
+
+def test_notifications_within_the_settle_time_of_a_run_are_served_together_by_one_later_run() -> None:
+    settle = 1.0
+    started: list[float] = []
+    loop = Periodic("test-loop", 3600, lambda: started.append(time.monotonic()), at_start=True, settle=settle).start()
+    try:
+        wait_until(lambda: len(started) == 1, timeout=30, what="the run at start")
+        for _ in range(10):
+            loop.notify()
+        wait_until(lambda: len(started) == 2, timeout=30, what="one run for the ten notifications")
+        assert started[1] - started[0] >= settle
+        # A notification once the settle time has passed is served too (an hour's interval: only it).
+        wait_until(lambda: time.monotonic() > started[1] + settle, timeout=30, what="the settle time to pass")
+        loop.notify()
+        wait_until(lambda: len(started) == 3, timeout=30, what="the run of a later notification")
+    finally:
+        loop.stop()
+    assert not loop.alive and len(started) == 3
+
+
+def test_the_settle_time_never_exceeds_the_interval() -> None:
+    assert Periodic("test-loop", 0.2, lambda: None, settle=0.5).settle == 0.2
