@@ -350,7 +350,12 @@ def test_erasing_one_memory_removes_it_and_its_traces_only(make_server):
 
 
 def offsite_costs(server: Server, scope: str) -> dict[str, float]:
-    """Relevance of what one closed Activate asks, "What did the Lisbon offsite cost?", finds."""
+    """Relevance of what one closed Activate asks, "What did the Lisbon offsite cost?", finds.
+
+    Consolidation is drained first: the session summaries it stores are memories of the scope and
+    change its term statistics (in a scope this small, whether "cost" is specific enough to admit
+    the totals), and it runs on its own schedule (behaviour §11.6)."""
+    server.consolidate()
     found = activate(server.stub, scope, task="What did the Lisbon offsite cost?", initial_goal="find")
     assess_all(server.stub, found)
     commit(server.stub, found.session_id)
