@@ -13,7 +13,10 @@ single-threaded, per query (k = 100, the service's semantic_candidates):
   the cost of its first query (reading the rows, building the graph and the fit) and of catching up
   after new memories;
 * unlike claims planted among the vectors (paraphrase pairs whose claim is the cue's exact nearest):
-  how many the graph alone returns, and how many VectorIndex returns.
+  how many the graph alone returns, and how many VectorIndex returns;
+* an agent store (bench/perf.py's scope: the retrieval corpus's memories among templated claims)
+  asked its task cues: how often the cue's exact nearest is among VectorIndex's 16 candidates,
+  with the policy's loose share and with 1 %.
 
     .venv/bin/python bench/dense.py [--n 100000]
 """
@@ -233,6 +236,51 @@ def main() -> None:
         f"Planted unlike claims: {sum(int(p) == m for p, m in zip(planted_at, nearest))} of {len(PLANTED)} are their "
         f"cue's exact nearest; the graph alone returns {by_graph}, VectorIndex {by_index} (k = {K})."
     )
+    print()
+    agent_store(enc, n)
+
+
+def agent_store(enc: StaticEncoder, n: int, limit: int = 16) -> None:
+    """What the dense candidates miss on a store of alike agent claims: bench/perf.py's scope
+    (harness.PreloadStream: the retrieval corpus's memories, then templated claims), asked its task
+    cues (scale.py's service questions and the corpus's queries). For each cue, is its exact
+    nearest memory among VectorIndex's `limit` candidates (the service asks for 16)? With the
+    policy's loose share and with 1 %, the share before 2026-12-05."""
+    import random
+
+    from harness import PreloadStream, service_cue
+    from slowave import dense_index
+
+    stream = PreloadStream()
+    x = enc.encode([item.content for item in stream.items(0, n)]).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    rng = random.Random(7)
+    cues = [service_cue(rng) for _ in range(300)] + [q.text for q in stream.corpus().queries][:300]
+    queries = enc.encode(cues).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    nearest = np.array([int(np.argmax(x @ q)) for q in queries])
+    strong = np.array([float(x[i] @ q) >= 0.7 for i, q in zip(nearest, queries)])
+    print(
+        f"Agent store ({n:,} of perf.py's memories, {len(cues)} task cues, {strong.sum()} with a nearest at "
+        f"cosine ≥ 0.7): the cue's exact nearest among VectorIndex's {limit} candidates"
+    )
+    print("\n| loose share | loose rows | exact nearest found | … of cues with a nearest ≥ 0.7 | ms / query |")
+    print("|---:|---:|---:|---:|---:|")
+    policy = dense_index.LOOSE_SHARE
+    for share in sorted({0.01, policy}):
+        dense_index.LOOSE_SHARE = share
+        try:
+            repo, index = Repo(x), VectorIndex("bench", background=False)
+            index.similarities(repo, "t", "s", queries[0], [], limit)
+            found = np.array(
+                [int(i) + 1 in index.similarities(repo, "t", "s", q, [], limit) for i, q in zip(nearest, queries)]
+            )
+            ms = per_query(lambda q: index.similarities(repo, "t", "s", q, [], limit), queries)
+            loose = len(index._scopes[("t", "s")].loose_positions)
+        finally:
+            dense_index.LOOSE_SHARE = policy
+        label = f"{share:g}" + (" (policy)" if share == policy else "")
+        print(f"| {label} | {loose:,} | {found.mean():.3f} | {found[strong].mean():.3f} | {ms:.3f} |")
 
 
 if __name__ == "__main__":

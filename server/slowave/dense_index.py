@@ -43,13 +43,12 @@ ANN_CATCH_UP_ROWS = 16
 LOOSE_SHARE = 0.05
 """The share of a scope's vectors, those that fit it worst, that every search scans exactly.
 
-A graph misses more than lone unlike claims: on bench/perf.py's 100k store (98k templated claims,
-1.6k of the retrieval corpus's), asked 600 cues, the graph and a 1 % loose scan returned the cue's
-exact nearest for 70 % of them, and for 80 % of those whose nearest has a cosine of 0.7 or more; half
-of the nearest it missed fit the scope's centres among its worst 2.4 % (the bulk's claims are alike).
-Scanning the worst 5 % (5,000 rows at 100k: a kind of claim up to a twentieth of the scope) found the
-exact nearest for 91 % of the cues and for all the strong ones, at +0.06 ms per search (+0.1 ms on
-random sentences; bench/results/history.md, 2026-12-05)."""
+A graph misses more than lone unlike claims. On bench/perf.py's 100k store (98k templated claims
+and the retrieval corpus's 1.6k), the graph plus a 1 % loose scan returned the exact nearest of 600
+task cues for 0.718 of them, and for 0.800 of those whose nearest has a cosine of 0.7 or more; half
+of the nearest it missed fit the scope's centres among its worst 2.4 %. Scanning the worst 5 % (a
+kind of claim up to a twentieth of the scope) found 0.892 and 0.946, at 0.42 ms per search against
+0.29 (`python bench/dense.py`, its last table; bench/results/history.md, 2026-12-05)."""
 CENTRE_ROWS = 1_000
 """Vectors per k-means centre when measuring how well each fits the scope. Coarse centres describe
 the bulk and leave unlike claims far from all of them: planted claims among 20k and 100k vectors
