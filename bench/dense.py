@@ -16,7 +16,7 @@ single-threaded, per query (k = 100, the service's semantic_candidates):
   how many the graph alone returns, and how many VectorIndex returns;
 * an agent store (bench/perf.py's scope: the retrieval corpus's memories among templated claims)
   asked its task cues: how often the cue's exact nearest is among VectorIndex's 16 candidates,
-  with the policy's loose share and with 1 %.
+  with the policy's graph links and loose share, with 1 % loose, and as before 2026-12-05.
 
     .venv/bin/python bench/dense.py [--n 100000]
 """
@@ -245,7 +245,7 @@ def agent_store(enc: StaticEncoder, n: int, limit: int = 16) -> None:
     (harness.PreloadStream: the retrieval corpus's memories, then templated claims), asked its task
     cues (scale.py's service questions and the corpus's queries). For each cue, is its exact
     nearest memory among VectorIndex's `limit` candidates (the service asks for 16)? With the
-    policy's loose share and with 1 %, the share before 2026-12-05."""
+    policy's graph links and loose share, with 1 % loose, and as before 2026-12-05 (16 links, 1 %)."""
     import random
 
     from harness import PreloadStream, service_cue
@@ -264,11 +264,11 @@ def agent_store(enc: StaticEncoder, n: int, limit: int = 16) -> None:
         f"Agent store ({n:,} of perf.py's memories, {len(cues)} task cues, {strong.sum()} with a nearest at "
         f"cosine ≥ 0.7): the cue's exact nearest among VectorIndex's {limit} candidates"
     )
-    print("\n| loose share | loose rows | exact nearest found | … of cues with a nearest ≥ 0.7 | ms / query |")
-    print("|---:|---:|---:|---:|---:|")
-    policy = dense_index.LOOSE_SHARE
-    for share in sorted({0.01, policy}):
-        dense_index.LOOSE_SHARE = share
+    print("\n| links | loose share | loose rows | exact nearest found | … of cues with a nearest ≥ 0.7 | ms / query |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    policy = (dense_index.ANN_CONNECTIVITY, dense_index.LOOSE_SHARE)
+    for links, share, note in ((16, 0.01, " (before 2026-12-05)"), (policy[0], 0.01, ""), (*policy, " (policy)")):
+        dense_index.ANN_CONNECTIVITY, dense_index.LOOSE_SHARE = links, share
         try:
             repo, index = Repo(x), VectorIndex("bench", background=False)
             index.similarities(repo, "t", "s", queries[0], [], limit)
@@ -278,9 +278,8 @@ def agent_store(enc: StaticEncoder, n: int, limit: int = 16) -> None:
             ms = per_query(lambda q: index.similarities(repo, "t", "s", q, [], limit), queries)
             loose = len(index._scopes[("t", "s")].loose_positions)
         finally:
-            dense_index.LOOSE_SHARE = policy
-        label = f"{share:g}" + (" (policy)" if share == policy else "")
-        print(f"| {label} | {loose:,} | {found.mean():.3f} | {found[strong].mean():.3f} | {ms:.3f} |")
+            dense_index.ANN_CONNECTIVITY, dense_index.LOOSE_SHARE = policy
+        print(f"| {links}{note} | {share:g} | {loose:,} | {found.mean():.3f} | {found[strong].mean():.3f} | {ms:.3f} |")
 
 
 if __name__ == "__main__":

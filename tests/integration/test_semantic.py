@@ -231,7 +231,7 @@ def test_an_unlike_memory_in_a_graph_served_scope_is_found_though_the_graph_neve
 
         found = activate(srv.stub, scope, task=cue)
         assert unlike_id in [m.memory_id for m in found.memories]
-        assert "+loose(0.05)" in found.retrieval_policy_version
+        assert "(m32)+loose(0.05)" in found.retrieval_policy_version
 
         loose = entry.loose_positions, entry.loose_vectors
         entry.loose_positions, entry.loose_vectors = loose[0][:0], loose[1][:0]  # the graph alone

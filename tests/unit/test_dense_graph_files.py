@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from slowave.dense_graph_files import GraphFiles
-from slowave.dense_index import VectorIndex
+from slowave.dense_index import ANN_CONNECTIVITY, VectorIndex
 from tests.unit.test_dense_index import FakeRepo, _unit
 
 ENCODER = "test-encoder:v1"
@@ -68,7 +68,9 @@ def test_a_saved_graph_that_does_not_match_the_scope_is_deleted_and_built_anew(t
     elif change == "torn file":
         path.write_bytes(saved[: len(saved) // 2])
     else:
-        path.write_bytes(saved.replace(b'"connectivity": 16', b'"connectivity": 32', 1))
+        built = f'"connectivity": {ANN_CONNECTIVITY}'.encode()
+        assert built in saved
+        path.write_bytes(saved.replace(built, f'"connectivity": {ANN_CONNECTIVITY + 1}'.encode(), 1))
 
     found = path.read_bytes()
     graph_adds.clear()

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from slowave.config import RetrievalLimits
-from slowave.dense_index import LOOSE_SHARE
+from slowave.dense_index import ANN_CONNECTIVITY, LOOSE_SHARE
 from slowave.domain import catalog as cat
 from slowave.domain.exposure import newly_exposed
 from slowave.domain.identifiers import episode_id, event_id, memory_id, memory_number, new_cursor_id
@@ -194,10 +194,11 @@ def _counters(row: Row) -> EvidenceCounters:
 
 def policy_version(semantic: SemanticChannel | None, limits: RetrievalLimits) -> str:
     # The encoder (model and how a text becomes a vector), how many dense candidates a retrieval
-    # takes, and which vectors it scans exactly beside the graph change what it finds, so they
-    # name the policy.
+    # takes, the graph's links per vector (m) and which vectors it scans exactly beside the graph
+    # change what it finds, so they name the policy.
     channels = (
-        f"hybrid(fts5,{semantic.encoding}).dense{limits.semantic_candidates}+loose({LOOSE_SHARE:g})"
+        f"hybrid(fts5,{semantic.encoding}).dense{limits.semantic_candidates}(m{ANN_CONNECTIVITY})"
+        f"+loose({LOOSE_SHARE:g})"
         if semantic is not None
         else "lexical(fts5)"
     )
