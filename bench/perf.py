@@ -692,9 +692,16 @@ class SqliteStores:
 
     def graph_is_current(self, size: int, path: Path) -> bool:
         """The saved graph covers exactly the cached store's vectors (not one a measuring server of
-        an earlier version of this script saved after its phases had added memories)."""
+        an earlier version of this script saved after its phases had added memories), and was built
+        with the graph parameters of this version (a server discards any other and builds its own
+        while the phases run)."""
+        from slowave.dense_index import _graph_parameters
+
         with open(path, "rb") as f:
-            rows = json.loads(f.readline()).get("rows")
+            header = json.loads(f.readline())
+        if any(header.get(k) != v for k, v in _graph_parameters(header.get("ndim", 0)).items()):
+            return False
+        rows = header.get("rows")
         with sqlite3.connect(f"file:{self._db(size)}?mode=ro", uri=True) as con:
             have = con.execute("SELECT count(*) FROM memory_vectors WHERE encoder_id = ?", (_encoder_id(),)).fetchone()[
                 0
