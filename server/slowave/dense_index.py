@@ -367,10 +367,12 @@ class VectorIndex:
                 scanned = entry.ann_rows
                 graph = np.asarray(entry.ann.search(query, min(k, scanned), threads=1).keys, dtype=np.int64)
                 loose_positions, loose_vectors = entry.loose_positions, entry.loose_vectors
-        # einsum, not BLAS: a matrix-vector product on the request path gains nothing from BLAS
-        # threads, and some OpenBLAS kernel settings make it ~8x slower (measured here: 6.9 ms
-        # against 0.8 ms for 10k x 128). Rows [0, size) of the buffer never change, so no lock.
-        rest = np.einsum("ij,j->i", matrix[scanned:size], query)  # all rows, or those the graph lacks
+        # Matrix-vector products through BLAS on one thread (the server limits it: slowave.api.blas).
+        # On OpenBLAS's own threads a product of a few thousand rows left them spinning: the 5,000
+        # loose rows at 100k kept a second core busy (server CPU 1.8 against 0.9 cores, one caller,
+        # bench/perf.py); on one thread BLAS is twice as fast as einsum (5,000 × 128: 0.044
+        # against 0.092 ms). Rows [0, size) of the buffer never change, so no lock.
+        rest = matrix[scanned:size] @ query  # all rows, or those the graph lacks
         if scanned:
             # The graph's candidates and the loose rows (a row may be both), then the newer rows.
             inside = graph

@@ -21,6 +21,7 @@ from tests.support import activate, new_scope, pb, res, wait_until
 
 _READY = re.compile(r"on port (\d+) .*metrics port (\d+)")
 _FROZEN = re.compile(r"garbage collector: (\d+) objects frozen at start")
+_BLAS = re.compile(r"BLAS threads per process: \[([\d, ]*)\] \(api.blas\)")
 
 
 @pytest.fixture
@@ -66,6 +67,10 @@ def test_server_starts_on_sqlite_and_answers_health_reflection_metrics(server_pr
     # collections never walk it again.
     frozen = [int(m.group(1)) for l in list(lines) if (m := _FROZEN.search(l))]
     assert frozen and min(frozen) > 10_000
+    # Every process runs numpy's BLAS on one thread (api.blas): on its own pool, the dense index's
+    # products left threads spinning on a second core.
+    blas = [m.group(1) for l in list(lines) if (m := _BLAS.search(l))]
+    assert blas and set(blas) == {"1"}, lines
 
 
 def test_sigterm_drains_and_keeps_acknowledged_writes(server_process):

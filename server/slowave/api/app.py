@@ -18,7 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from slowave import dense_graph_files, tracing
-from slowave.api import allocator, collector, supervisor
+from slowave.api import allocator, blas, collector, supervisor
 from slowave.api.access_log import AccessLogInterceptor, configure_logging
 from slowave.api.auth import StartupRefused, prepare_security
 from slowave.api.drain import DrainInterceptor
@@ -212,6 +212,8 @@ def main() -> None:
     """`slowave-server`: one process per core by default (api.supervisor), or a single one."""
     allocator.cap_arenas()  # before the process starts its threads
     configure_logging()  # SLOWAVE_LOG_FORMAT (json | text), SLOWAVE_LOG_LEVEL
+    limited = blas.one_thread()
+    log.info("BLAS threads per process: %s (%s)", blas.threads(), "api.blas" if limited else "as the environment sets")
     try:
         settings = Settings.from_env()
         if supervisor.PROCESS_INDEX_ENV in os.environ:
