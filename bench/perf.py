@@ -695,11 +695,11 @@ class SqliteStores:
         an earlier version of this script saved after its phases had added memories), and was built
         with the graph parameters of this version (a server discards any other and builds its own
         while the phases run)."""
-        from slowave.dense_index import _graph_parameters
+        from slowave.dense_index import graph_parameters
 
         with open(path, "rb") as f:
             header = json.loads(f.readline())
-        if any(header.get(k) != v for k, v in _graph_parameters(header.get("ndim", 0)).items()):
+        if any(header.get(k) != v for k, v in graph_parameters(header.get("ndim", 0)).items()):
             return False
         rows = header.get("rows")
         with sqlite3.connect(f"file:{self._db(size)}?mode=ro", uri=True) as con:

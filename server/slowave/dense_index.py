@@ -172,7 +172,7 @@ class _Scope:
         self.loose_positions, self.loose_vectors = loose, np.ascontiguousarray(self.matrix[:rows][loose])
 
 
-def _graph_parameters(dim: int) -> dict:
+def graph_parameters(dim: int) -> dict:
     """What a graph is built with; a saved graph is loaded only if it was built with the same."""
     return {
         "ndim": dim,
@@ -186,7 +186,7 @@ def _graph_parameters(dim: int) -> dict:
 def _new_graph(dim: int) -> Any:
     from usearch.index import Index
 
-    return Index(**_graph_parameters(dim), expansion_search=ANN_EXPANSION_SEARCH)
+    return Index(**graph_parameters(dim), expansion_search=ANN_EXPANSION_SEARCH)
 
 
 class VectorIndex:
@@ -330,7 +330,7 @@ class VectorIndex:
                 tenant,
                 scope,
                 self.encoder_id,
-                _graph_parameters(entry.dim),
+                graph_parameters(entry.dim),
                 numbers,
                 matrix,
                 size,
@@ -344,7 +344,7 @@ class VectorIndex:
         tenant, scope = entry.key
         try:
             self.files.save(
-                tenant, scope, self.encoder_id, entry.ann, _graph_parameters(entry.dim), numbers, matrix, rows
+                tenant, scope, self.encoder_id, entry.ann, graph_parameters(entry.dim), numbers, matrix, rows
             )
         except Exception:  # pragma: no cover - a cache: the next start builds instead
             log.exception("dense index: saving the graph failed")

@@ -113,6 +113,12 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
     ctx = ServiceContext(db=db, settings=settings, clock=clock, semantic=load_semantic_channel(settings.semantic))
     if ctx.semantic is not None:
         ctx.semantic.index.files = dense_graph_files.for_store(settings, db)
+        # The dense index's products run on numpy's BLAS: one thread in the serving process (a
+        # supervisor, which serves nothing, never loads numpy).
+        limited = blas.one_thread()
+        log.info(
+            "BLAS threads per process: %s (%s)", blas.threads(), "api.blas" if limited else "as the environment sets"
+        )
     metrics = Metrics()
     metrics.instrument_database(db.engine)
     consolidator = Consolidator(ctx)
@@ -212,8 +218,6 @@ def main() -> None:
     """`slowave-server`: one process per core by default (api.supervisor), or a single one."""
     allocator.cap_arenas()  # before the process starts its threads
     configure_logging()  # SLOWAVE_LOG_FORMAT (json | text), SLOWAVE_LOG_LEVEL
-    limited = blas.one_thread()
-    log.info("BLAS threads per process: %s (%s)", blas.threads(), "api.blas" if limited else "as the environment sets")
     try:
         settings = Settings.from_env()
         if supervisor.PROCESS_INDEX_ENV in os.environ:
