@@ -1,14 +1,20 @@
 """Runs the storage's SQLAlchemy Core statements: each one compiled once, then executed on the fastest
-path its backend allows. The only module that talks to `sqlite3`.
+path its backend allows. The only module that talks to `sqlite3` and to psycopg's connection itself.
 
 SQLAlchemy's execution machinery costs ≈ 0.1–0.3 ms per statement, more than SQLite needs to run
 the small statements every Activate, Recall, Feedback and Commit issues a dozen of. So on SQLite a
 statement is compiled once (to SQLite's own SQL with named parameters) and then runs through the
 driver's cursor on the unit of work's connection and transaction, its values converted by the bind
 and result processors its column types give for the dialect (UTC datetimes, JSON, booleans): a row
-written or read this way is the one SQLAlchemy would write or read. On PostgreSQL the statements
-run through SQLAlchemy's connection, whose compiled cache does the same, and psycopg's round trip
-dominates anyway.
+written or read this way is the one SQLAlchemy would write or read.
+
+PostgreSQL's reads and plain writes (`rows`, `run`, `run_many`) take the same path on psycopg's
+connection: the SQL SQLAlchemy would send (its bind casts, and a list parameter expanded to one
+placeholder per value, as SQLAlchemy's expanding IN does), compiled once. Measured on one SELECT by
+key: 0.137 ms of CPU through SQLAlchemy against 0.072 ms on the driver; PostgreSQL issues several
+times SQLite's statements per request (bench/results/history.md, 2026-12-05 21:30). A driver error
+is wrapped as SQLAlchemy would wrap it (a lost connection invalidated), so storage.database maps both
+paths alike. Inserts whose new keys are read back stay on SQLAlchemy's connection.
 
 Statements are built once (module constants, or builders cached per shape): the compiled forms are
 kept per statement object for as long as the statement lives.
@@ -27,6 +33,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Connection, String, Table, bindparam, insert, select, update
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.sqlite.base import SQLiteCompiler
 from sqlalchemy.engine import Dialect
@@ -266,6 +273,103 @@ _INSERT_PLANS: dict[tuple[Table, tuple[str, ...]], tuple[_Plan, str | None]] = {
 _GIVEN = object()  # an insert's column whose value the caller gives
 
 
+def _insert_defaults(table: Table, keys: tuple[str, ...]) -> dict[str, Any]:
+    """An INSERT's columns: the given ones (_GIVEN), and the scalar Python-side defaults of the
+    omitted ones, as SQLAlchemy would fill them in."""
+    values: dict[str, Any] = dict.fromkeys(keys, _GIVEN)
+    values.update(
+        (c.key, c.default.arg) for c in table.c if c.key not in keys and c.default is not None and c.default.is_scalar
+    )
+    return values
+
+
+# ------------------------------------------------------------------ PostgreSQL: compiled once, run on psycopg
+
+_LENGTHS_KEPT = 64  # SQL texts kept per statement for the lengths of its list parameters
+
+
+class _PgPlan:
+    """A statement as psycopg runs it: SQLAlchemy's SQL for the dialect, the values it binds itself,
+    how to convert what the caller binds and what comes back. A list parameter (`any_of`) is
+    expanded per call into one placeholder per value, exactly as SQLAlchemy's expanding IN renders
+    it; `sql` is None for a statement this path does not run (a parameter SQLAlchemy renders at
+    execution time for another reason)."""
+
+    __slots__ = ("sql", "fixed", "processors", "lists", "results", "row_type", "_by_lengths")
+
+    def __init__(self, stmt: Executable, dialect: Dialect, defaults: dict[str, Any] | None = None) -> None:
+        """`defaults`: an INSERT's columns, each _GIVEN or the value to write when it is omitted."""
+        column_keys = None if defaults is None else list(defaults)
+        compiled = stmt.compile(dialect=dialect, column_keys=column_keys)
+        self.processors: dict[str, _Processor] = {}
+        self.fixed: dict[str, Any] = {}
+        self.lists: dict[str, str] = {}  # a list parameter's name → the placeholder of one value
+        sql: str | None = compiled.string
+        for name, value in compiled.params.items():
+            bind = compiled.binds[name]
+            processor = _bind_processor(bind.type, dialect)
+            if processor is not None:
+                self.processors[name] = processor
+            if bind.expanding:
+                self.lists[name] = bindparam(name, type_=bind.type).compile(dialect=dialect).string
+            elif defaults is None:
+                self.fixed[name] = processor(value) if processor is not None else value
+            elif defaults.get(name, _GIVEN) is not _GIVEN:
+                self.fixed[name] = processor(defaults[name]) if processor is not None else defaults[name]
+        if sql.count("__[POSTCOMPILE_") != len(self.lists):
+            sql = None
+        self.sql = sql
+        columns = getattr(stmt, "selected_columns", ())
+        results = [c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns]
+        self.results: tuple[_Processor, ...] | None = tuple(results) if any(results) else None
+        self.row_type: type | None = None
+        self._by_lengths: dict[tuple[int, ...], str] = {}
+
+    def bind(self, given: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+        """The SQL and parameters of one call; None when SQLAlchemy must run it (an empty list,
+        which SQLAlchemy renders as a condition no row meets)."""
+        params = dict(self.fixed)
+        processors = self.processors
+        lists = self.lists
+        for name, value in given.items():
+            if name in lists:
+                continue
+            processor = processors.get(name)
+            params[name] = processor(value) if processor is not None else value
+        if not lists:
+            return self.sql, params  # type: ignore[return-value]
+        lengths = tuple(len(given[name]) for name in lists)
+        if 0 in lengths:
+            return None
+        sql = self._by_lengths.get(lengths)
+        if sql is None:
+            sql = self.sql
+            for (name, one), n in zip(lists.items(), lengths):
+                placeholders = ", ".join(one.replace(f"%({name})s", f"%({name}_{i})s") for i in range(1, n + 1))
+                sql = sql.replace(f"__[POSTCOMPILE_{name}]", placeholders)  # type: ignore[union-attr]
+            if len(self._by_lengths) < _LENGTHS_KEPT:
+                self._by_lengths[lengths] = sql
+        for name in lists:
+            processor = processors.get(name)
+            for i, value in enumerate(given[name], 1):
+                params[f"{name}_{i}"] = processor(value) if processor is not None else value
+        return sql, params  # type: ignore[return-value]
+
+    def rows(self, cursor: Any) -> list[Any]:
+        row_type = self.row_type
+        if row_type is None:
+            row_type = self.row_type = _row_type([d[0] for d in cursor.description])
+        raw_rows = cursor.fetchall()
+        results = self.results
+        if results is None:
+            return [row_type._make(raw) for raw in raw_rows]
+        return [row_type._make([p(v) if p is not None else v for p, v in zip(results, raw)]) for raw in raw_rows]
+
+
+_PG_PLANS: weakref.WeakKeyDictionary[Executable, _PgPlan] = weakref.WeakKeyDictionary()
+_PG_INSERT_PLANS: dict[tuple[Table, tuple[str, ...], bool], _PgPlan] = {}
+
+
 # ------------------------------------------------------------------ the executor
 
 
@@ -293,7 +397,10 @@ class Executor:
         self.connection = connection
         self.dialect = connection.dialect.name
         self.read_only = read_only
-        self._driver = connection.connection.driver_connection if self.dialect == "sqlite" else None
+        driver = connection.connection.driver_connection
+        self._driver = driver if self.dialect == "sqlite" else None
+        self._pg = driver if self.dialect == "postgresql" else None
+        self._pg_cursor: Any = None
 
     def _refuse_in_read_only(self) -> None:
         if self.read_only:
@@ -308,6 +415,56 @@ class Executor:
             plan = _PLANS[stmt] = _Plan(stmt, self.connection.dialect)
         return plan
 
+    def _pg_plan(self, stmt: Executable) -> _PgPlan:
+        plan = _PG_PLANS.get(stmt)
+        if plan is None:
+            plan = _PG_PLANS[stmt] = _PgPlan(stmt, self.connection.dialect)
+        return plan
+
+    def _pg_run(self, plan: _PgPlan, params: dict[str, Any] | None) -> Any | None:
+        """Runs a statement on psycopg's connection; returns its cursor, or None when SQLAlchemy
+        must run it (`_PgPlan.bind`)."""
+        if plan.sql is None:
+            return None
+        bound = plan.bind(params or {})
+        if bound is None:
+            return None
+        sql, values = bound
+        cursor = self._pg_cursor
+        if cursor is None:
+            cursor = self._pg_cursor = self._pg.cursor()
+        try:
+            cursor.execute(sql, values)
+        except self.connection.dialect.loaded_dbapi.Error as exc:
+            raise self._pg_error(exc, sql, values) from exc
+        return cursor
+
+    def _pg_run_many(self, plan: _PgPlan, rows: Sequence[dict[str, Any]]) -> bool:
+        """Runs a statement once per parameter set (psycopg's executemany, pipelined); False when
+        SQLAlchemy must run it (a statement with list parameters)."""
+        if plan.sql is None or plan.lists:
+            return False
+        values = [plan.bind(r)[1] for r in rows]  # type: ignore[index]
+        cursor = self._pg_cursor
+        if cursor is None:
+            cursor = self._pg_cursor = self._pg.cursor()
+        try:
+            cursor.executemany(plan.sql, values)
+        except self.connection.dialect.loaded_dbapi.Error as exc:
+            raise self._pg_error(exc, plan.sql, values[0]) from exc
+        return True
+
+    def _pg_error(self, error: Exception, sql: str, values: dict[str, Any]) -> sa_exc.DBAPIError:
+        """A driver error as SQLAlchemy's connection reports it: the same exception class, and a lost
+        connection invalidated (not handed to the next request by the pool)."""
+        dialect = self.connection.dialect
+        lost = dialect.is_disconnect(error, self._pg, self._pg_cursor)
+        if lost:
+            self.connection.invalidate(error)
+        return sa_exc.DBAPIError.instance(
+            sql, values, error, dialect.loaded_dbapi.Error, connection_invalidated=lost, dialect=dialect
+        )
+
     def _cursor(self, stmt: Executable, params: dict[str, Any] | None) -> sqlite3.Cursor:
         plan = self._plan(stmt)
         return self._driver.execute(plan.sql, plan.parameters(params or {}))
@@ -319,6 +476,11 @@ class Executor:
         if self.read_only and _locks_or_writes(stmt):
             self._refuse_in_read_only()
         if self._driver is None:
+            if self._pg is not None:
+                pg_plan = self._pg_plan(stmt)
+                cursor = self._pg_run(pg_plan, params)
+                if cursor is not None:
+                    return pg_plan.rows(cursor)
             return list(self.connection.execute(stmt, params))
         plan = self._plan(stmt)
         return plan.rows(self._driver.execute(plan.sql, plan.parameters(params or {})))
@@ -351,6 +513,10 @@ class Executor:
         if stmt is None:
             return 0
         if self._driver is None:
+            if self._pg is not None:
+                cursor = self._pg_run(self._pg_plan(stmt), params)
+                if cursor is not None:
+                    return cursor.rowcount
             return self.connection.execute(stmt, params).rowcount
         return self._cursor(stmt, params).rowcount
 
@@ -361,7 +527,8 @@ class Executor:
         if not rows:
             return
         if self._driver is None:
-            self.connection.execute(stmt, list(rows))
+            if self._pg is None or not self._pg_run_many(self._pg_plan(stmt), rows):
+                self.connection.execute(stmt, list(rows))
             return
         plan = self._plan(stmt)
         self._driver.executemany(plan.sql, [plan.parameters(r) for r in rows])
@@ -377,6 +544,11 @@ class Executor:
         """Inserts one row; returns its primary key (the given one, else the new one)."""
         self._refuse_in_read_only()
         if self._driver is None:
+            if self._pg is not None:
+                pg_plan, key = self._pg_insert_plan(table, tuple(values))
+                cursor = self._pg_run(pg_plan, values)
+                if cursor is not None:
+                    return values[key] if key in values else cursor.fetchone()[0]
             return self.connection.execute(_insert(table), values).inserted_primary_key[0]
         plan, given_key = self._insert_plan(table, tuple(values))
         cursor = self._driver.execute(plan.sql, plan.parameters(values))
@@ -388,32 +560,45 @@ class Executor:
         if not rows:
             return
         if self._driver is None:
-            self.connection.execute(_insert(table), list(rows))
-            return
+            if self._pg is None:
+                self.connection.execute(_insert(table), list(rows))
+                return
         start = 0
         while start < len(rows):
             keys = tuple(rows[start])
             end = start + 1
             while end < len(rows) and tuple(rows[end]) == keys:
                 end += 1
-            plan, _ = self._insert_plan(table, keys)
-            self._driver.executemany(plan.sql, [plan.parameters(r) for r in rows[start:end]])
+            if self._pg is not None:
+                pg_plan, _ = self._pg_insert_plan(table, keys, returning=False)
+                if not self._pg_run_many(pg_plan, rows[start:end]):
+                    self.connection.execute(_insert(table), list(rows[start:end]))
+            else:
+                plan, _ = self._insert_plan(table, keys)
+                self._driver.executemany(plan.sql, [plan.parameters(r) for r in rows[start:end]])
             start = end
 
     def _insert_plan(self, table: Table, keys: tuple[str, ...]) -> tuple[_Plan, str | None]:
         found = _INSERT_PLANS.get((table, keys))
         if found is None:
-            values = dict.fromkeys(keys, _GIVEN)
-            # Scalar Python-side defaults of omitted columns, as SQLAlchemy would fill them in.
-            values.update(
-                (c.key, c.default.arg)
-                for c in table.c
-                if c.key not in keys and c.default is not None and c.default.is_scalar
-            )
-            plan = _Plan(_insert(table), self.connection.dialect, values)
+            plan = _Plan(_insert(table), self.connection.dialect, _insert_defaults(table, keys))
             pk = list(table.primary_key.columns)
             found = _INSERT_PLANS[(table, keys)] = (plan, pk[0].key if pk and pk[0].key in keys else None)
         return found
+
+    def _pg_insert_plan(self, table: Table, keys: tuple[str, ...], returning: bool = True) -> tuple[_PgPlan, str]:
+        """An INSERT of these columns on psycopg, and the primary key's column; `returning`: the new
+        key is read back (RETURNING) when the caller does not give it."""
+        pk = list(table.primary_key.columns)
+        key = pk[0].key if pk else ""
+        returning = returning and bool(pk) and key not in keys
+        found = _PG_INSERT_PLANS.get((table, keys, returning))
+        if found is None:
+            stmt = _insert(table).returning(pk[0]) if returning else _insert(table)
+            found = _PG_INSERT_PLANS[(table, keys, returning)] = _PgPlan(
+                stmt, self.connection.dialect, _insert_defaults(table, keys)
+            )
+        return found, key
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:

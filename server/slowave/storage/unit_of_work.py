@@ -28,7 +28,8 @@ from slowave.storage.vectors import VectorStore
 
 Row: TypeAlias = Any
 """A stored row as the stores return it: a tuple whose fields are also attributes named for the
-columns (SQLAlchemy's Row on PostgreSQL, a named tuple on SQLite's driver path)."""
+columns (a named tuple from the driver path, storage.executor; SQLAlchemy's Row where a statement
+falls back to SQLAlchemy's execution)."""
 
 _COUNTS = {name: select(func.count()).select_from(table) for name, table in t.metadata.tables.items()}
 
