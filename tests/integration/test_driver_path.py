@@ -38,7 +38,11 @@ def cycled(tmp_path):
     server = start_test_server(tmp_path)
     try:
         scope = new_scope()
-        opened = server.stub.Activate(pb.ActivateRequest(task="Which version policy applies?", initial_goal="Find the version policy", scope=scope))
+        opened = server.stub.Activate(
+            pb.ActivateRequest(
+                task="Which version policy applies?", initial_goal="Find the version policy", scope=scope
+            )
+        )
         server.stub.Remember(
             pb.RememberRequest(
                 session_id=opened.session_id,
@@ -86,10 +90,14 @@ def test_every_table_reads_the_same_on_the_driver_as_through_sqlalchemy(cycled):
 
 def test_list_parameters_of_every_length_read_what_sqlalchemy_reads(cycled):
     m = t.memories
-    stmt = select(m.c.number, m.c.content).where(
-        executor.any_of(m.c.number, executor.values_of("numbers", BigInteger())),
-        executor.any_of(m.c.type, executor.values_of("types", String())),
-    ).order_by(m.c.number)
+    stmt = (
+        select(m.c.number, m.c.content)
+        .where(
+            executor.any_of(m.c.number, executor.values_of("numbers", BigInteger())),
+            executor.any_of(m.c.type, executor.values_of("types", String())),
+        )
+        .order_by(m.c.number)
+    )
     with cycled.engine.begin() as connection:
         ex = executor.Executor(connection, read_only=True)
         numbers = [row.number for row in ex.rows(select(m.c.number).order_by(m.c.number))]
