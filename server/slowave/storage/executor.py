@@ -8,13 +8,15 @@ driver's cursor on the unit of work's connection and transaction, its values con
 and result processors its column types give for the dialect (UTC datetimes, JSON, booleans): a row
 written or read this way is the one SQLAlchemy would write or read.
 
-PostgreSQL's reads and plain writes (`rows`, `run`, `run_many`) take the same path on psycopg's
-connection: the SQL SQLAlchemy would send (its bind casts, and a list parameter expanded to one
-placeholder per value, as SQLAlchemy's expanding IN does), compiled once. Measured on one SELECT by
-key: 0.137 ms of CPU through SQLAlchemy against 0.072 ms on the driver; PostgreSQL issues several
-times SQLite's statements per request (bench/results/history.md, 2026-12-05 21:30). A driver error
-is wrapped as SQLAlchemy would wrap it (a lost connection invalidated), so storage.database maps both
-paths alike. Inserts whose new keys are read back stay on SQLAlchemy's connection.
+PostgreSQL's statements take the same path on psycopg's connection: the SQL SQLAlchemy would send
+for the dialect (its bind casts; a list parameter expanded to one placeholder per value, as
+SQLAlchemy's expanding IN does, so the server sees, and psycopg prepares, the same texts), compiled
+once; an INSERT reads its new key back with RETURNING. Measured on one SELECT by key: 0.137 ms of CPU
+through SQLAlchemy against 0.072 ms on the driver, and SQLAlchemy asked psycopg for the result's
+column descriptions on every statement; an Activate at 10k memories went from 6.5–6.9 to 4.0–4.6 ms
+of CPU (bench/results/history.md, 2026-12-05 20:30). A driver error is wrapped as SQLAlchemy would
+wrap it (a lost connection invalidated), so storage.database maps both paths alike. Only a list
+parameter with no values (SQLAlchemy renders a condition no row meets) runs through SQLAlchemy.
 
 Statements are built once (module constants, or builders cached per shape): the compiled forms are
 kept per statement object for as long as the statement lives.
@@ -219,11 +221,34 @@ def _row_type(names: Sequence[str]) -> type:
     return type("StoredRow", (base,), {"__slots__": (), "_mapping": property(lambda self: self._asdict())})
 
 
-class _Plan:
+class _Results:
+    """What a statement's rows come back as: named tuples (`_row_type`, named from the first result's
+    columns), each value through its column type's result processor for the dialect."""
+
+    __slots__ = ("results", "row_type")
+
+    def __init__(self, stmt: Executable, dialect: Dialect) -> None:
+        columns = getattr(stmt, "selected_columns", ())
+        results = [c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns]
+        self.results: tuple[_Processor, ...] | None = tuple(results) if any(results) else None
+        self.row_type: type | None = None
+
+    def rows(self, cursor: Any) -> list[Any]:
+        """Every row of a driver cursor's result (sqlite3's or psycopg's: both iterate over it)."""
+        row_type = self.row_type
+        if row_type is None:
+            row_type = self.row_type = _row_type([d[0] for d in cursor.description])
+        results = self.results
+        if results is None:
+            return [row_type._make(raw) for raw in cursor]
+        return [row_type._make([p(v) if p is not None else v for p, v in zip(results, raw)]) for raw in cursor]
+
+
+class _Plan(_Results):
     """A statement as SQLite runs it: its SQL, the values it binds itself, how to convert what the
     caller binds and what comes back."""
 
-    __slots__ = ("sql", "fixed", "processors", "results", "row_type")
+    __slots__ = ("sql", "fixed", "processors")
 
     def __init__(self, stmt: Executable, dialect: Dialect, defaults: dict[str, Any] | None = None) -> None:
         column_keys = None if defaults is None else list(defaults)
@@ -241,10 +266,7 @@ class _Plan:
                 self.fixed[name] = processor(value) if processor is not None else value
             elif defaults[name] is not _GIVEN:
                 self.fixed[name] = processor(defaults[name]) if processor is not None else defaults[name]
-        columns = getattr(stmt, "selected_columns", ())
-        results = [c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns]
-        self.results: tuple[_Processor, ...] | None = tuple(results) if any(results) else None
-        self.row_type: type | None = None
+        super().__init__(stmt, dialect)
 
     def parameters(self, given: dict[str, Any]) -> dict[str, Any]:
         params = dict(self.fixed)
@@ -253,15 +275,6 @@ class _Plan:
             processor = processors.get(name)
             params[name] = processor(value) if processor is not None else value
         return params
-
-    def rows(self, cursor: sqlite3.Cursor) -> list[Any]:
-        row_type = self.row_type
-        if row_type is None:
-            row_type = self.row_type = _row_type([d[0] for d in cursor.description])
-        results = self.results
-        if results is None:
-            return [row_type._make(raw) for raw in cursor]
-        return [row_type._make([p(v) if p is not None else v for p, v in zip(results, raw)]) for raw in cursor]
 
 
 def _bind_processor(type_: TypeEngine, dialect: Dialect) -> _Processor:
@@ -288,14 +301,14 @@ def _insert_defaults(table: Table, keys: tuple[str, ...]) -> dict[str, Any]:
 _LENGTHS_KEPT = 64  # SQL texts kept per statement for the lengths of its list parameters
 
 
-class _PgPlan:
+class _PgPlan(_Results):
     """A statement as psycopg runs it: SQLAlchemy's SQL for the dialect, the values it binds itself,
     how to convert what the caller binds and what comes back. A list parameter (`any_of`) is
     expanded per call into one placeholder per value, exactly as SQLAlchemy's expanding IN renders
     it; `sql` is None for a statement this path does not run (a parameter SQLAlchemy renders at
     execution time for another reason)."""
 
-    __slots__ = ("sql", "fixed", "processors", "lists", "results", "row_type", "_by_lengths")
+    __slots__ = ("sql", "fixed", "processors", "lists", "_by_lengths")
 
     def __init__(self, stmt: Executable, dialect: Dialect, defaults: dict[str, Any] | None = None) -> None:
         """`defaults`: an INSERT's columns, each _GIVEN or the value to write when it is omitted."""
@@ -319,11 +332,8 @@ class _PgPlan:
         if sql.count("__[POSTCOMPILE_") != len(self.lists):
             sql = None
         self.sql = sql
-        columns = getattr(stmt, "selected_columns", ())
-        results = [c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns]
-        self.results: tuple[_Processor, ...] | None = tuple(results) if any(results) else None
-        self.row_type: type | None = None
         self._by_lengths: dict[tuple[int, ...], str] = {}
+        super().__init__(stmt, dialect)
 
     def bind(self, given: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
         """The SQL and parameters of one call; None when SQLAlchemy must run it (an empty list,
@@ -354,16 +364,6 @@ class _PgPlan:
             for i, value in enumerate(given[name], 1):
                 params[f"{name}_{i}"] = processor(value) if processor is not None else value
         return sql, params  # type: ignore[return-value]
-
-    def rows(self, cursor: Any) -> list[Any]:
-        row_type = self.row_type
-        if row_type is None:
-            row_type = self.row_type = _row_type([d[0] for d in cursor.description])
-        raw_rows = cursor.fetchall()
-        results = self.results
-        if results is None:
-            return [row_type._make(raw) for raw in raw_rows]
-        return [row_type._make([p(v) if p is not None else v for p, v in zip(results, raw)]) for raw in raw_rows]
 
 
 _PG_PLANS: weakref.WeakKeyDictionary[Executable, _PgPlan] = weakref.WeakKeyDictionary()
@@ -559,10 +559,9 @@ class Executor:
         self._refuse_in_read_only()
         if not rows:
             return
-        if self._driver is None:
-            if self._pg is None:
-                self.connection.execute(_insert(table), list(rows))
-                return
+        if self._driver is None and self._pg is None:
+            self.connection.execute(_insert(table), list(rows))
+            return
         start = 0
         while start < len(rows):
             keys = tuple(rows[start])
