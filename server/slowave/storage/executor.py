@@ -244,28 +244,29 @@ class _Results:
         return [row_type._make([p(v) if p is not None else v for p, v in zip(results, raw)]) for raw in cursor]
 
 
-class _Plan(_Results):
-    """A statement as SQLite runs it: its SQL, the values it binds itself, how to convert what the
-    caller binds and what comes back."""
+class _Compiled(_Results):
+    """A compiled statement: its SQL, the values it binds itself and how to convert what the caller
+    binds (each by its type's bind processor for the dialect). `defaults`: an INSERT's columns, each
+    _GIVEN or the value written when it is omitted."""
 
-    __slots__ = ("sql", "fixed", "processors")
+    __slots__ = ("fixed", "processors", "sql")
 
-    def __init__(self, stmt: Executable, dialect: Dialect, defaults: dict[str, Any] | None = None) -> None:
-        column_keys = None if defaults is None else list(defaults)
-        compiled = stmt.compile(dialect=_NAMED_SQLITE, column_keys=column_keys)
-        if "POSTCOMPILE" in compiled.string:
-            raise ValueError("a list parameter must be one value (any_of/values_of), not an expanding IN")
-        self.sql = compiled.string
+    def __init__(self, stmt: Executable, compiled: Any, dialect: Dialect, defaults: dict[str, Any] | None) -> None:
+        self.sql: str | None = compiled.string
         self.processors: dict[str, _Processor] = {}
         self.fixed: dict[str, Any] = {}
         for name, value in compiled.params.items():
-            processor = _bind_processor(compiled.binds[name].type, dialect)
+            bind = compiled.binds[name]
+            processor = _bind_processor(bind.type, dialect)
             if processor is not None:
                 self.processors[name] = processor
-            if defaults is None:
-                self.fixed[name] = processor(value) if processor is not None else value
-            elif defaults[name] is not _GIVEN:
-                self.fixed[name] = processor(defaults[name]) if processor is not None else defaults[name]
+            if bind.expanding:
+                continue  # a list, bound per call (_PgPlan)
+            if defaults is not None:
+                value = defaults.get(name, _GIVEN)
+                if value is _GIVEN:
+                    continue
+            self.fixed[name] = processor(value) if processor is not None else value
         super().__init__(stmt, dialect)
 
     def parameters(self, given: dict[str, Any]) -> dict[str, Any]:
@@ -275,6 +276,19 @@ class _Plan(_Results):
             processor = processors.get(name)
             params[name] = processor(value) if processor is not None else value
         return params
+
+
+class _Plan(_Compiled):
+    """A statement as SQLite runs it (named parameters, its own constants inline)."""
+
+    __slots__ = ()
+
+    def __init__(self, stmt: Executable, dialect: Dialect, defaults: dict[str, Any] | None = None) -> None:
+        column_keys = None if defaults is None else list(defaults)
+        compiled = stmt.compile(dialect=_NAMED_SQLITE, column_keys=column_keys)
+        if "POSTCOMPILE" in compiled.string:
+            raise ValueError("a list parameter must be one value (any_of/values_of), not an expanding IN")
+        super().__init__(stmt, compiled, dialect, defaults)
 
 
 def _bind_processor(type_: TypeEngine, dialect: Dialect) -> _Processor:
@@ -301,53 +315,34 @@ def _insert_defaults(table: Table, keys: tuple[str, ...]) -> dict[str, Any]:
 _LENGTHS_KEPT = 64  # SQL texts kept per statement for the lengths of its list parameters
 
 
-class _PgPlan(_Results):
-    """A statement as psycopg runs it: SQLAlchemy's SQL for the dialect, the values it binds itself,
-    how to convert what the caller binds and what comes back. A list parameter (`any_of`) is
-    expanded per call into one placeholder per value, exactly as SQLAlchemy's expanding IN renders
-    it; `sql` is None for a statement this path does not run (a parameter SQLAlchemy renders at
-    execution time for another reason)."""
+class _PgPlan(_Compiled):
+    """A statement as psycopg runs it: the SQL SQLAlchemy sends for the dialect. A list parameter
+    (`any_of`) is expanded per call into one placeholder per value, exactly as SQLAlchemy's expanding
+    IN renders it; `sql` is None for a statement this path does not run (a parameter SQLAlchemy
+    renders at execution time for another reason)."""
 
-    __slots__ = ("sql", "fixed", "processors", "lists", "_by_lengths")
+    __slots__ = ("_by_lengths", "lists")
 
     def __init__(self, stmt: Executable, dialect: Dialect, defaults: dict[str, Any] | None = None) -> None:
-        """`defaults`: an INSERT's columns, each _GIVEN or the value to write when it is omitted."""
         column_keys = None if defaults is None else list(defaults)
         compiled = stmt.compile(dialect=dialect, column_keys=column_keys)
-        self.processors: dict[str, _Processor] = {}
-        self.fixed: dict[str, Any] = {}
-        self.lists: dict[str, str] = {}  # a list parameter's name → the placeholder of one value
-        sql: str | None = compiled.string
-        for name, value in compiled.params.items():
-            bind = compiled.binds[name]
-            processor = _bind_processor(bind.type, dialect)
-            if processor is not None:
-                self.processors[name] = processor
-            if bind.expanding:
-                self.lists[name] = bindparam(name, type_=bind.type).compile(dialect=dialect).string
-            elif defaults is None:
-                self.fixed[name] = processor(value) if processor is not None else value
-            elif defaults.get(name, _GIVEN) is not _GIVEN:
-                self.fixed[name] = processor(defaults[name]) if processor is not None else defaults[name]
-        if sql.count("__[POSTCOMPILE_") != len(self.lists):
-            sql = None
-        self.sql = sql
+        super().__init__(stmt, compiled, dialect, defaults)
+        # A list parameter's name → the placeholder of one of its values, with its bind cast.
+        self.lists: dict[str, str] = {
+            name: bindparam(name, type_=compiled.binds[name].type).compile(dialect=dialect).string
+            for name in compiled.params
+            if compiled.binds[name].expanding
+        }
+        if compiled.string.count("__[POSTCOMPILE_") != len(self.lists):
+            self.sql = None
         self._by_lengths: dict[tuple[int, ...], str] = {}
-        super().__init__(stmt, dialect)
 
     def bind(self, given: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
         """The SQL and parameters of one call; None when SQLAlchemy must run it (an empty list,
         which SQLAlchemy renders as a condition no row meets)."""
-        params = dict(self.fixed)
-        processors = self.processors
         lists = self.lists
-        for name, value in given.items():
-            if name in lists:
-                continue
-            processor = processors.get(name)
-            params[name] = processor(value) if processor is not None else value
         if not lists:
-            return self.sql, params  # type: ignore[return-value]
+            return self.sql, self.parameters(given)  # type: ignore[return-value]
         lengths = tuple(len(given[name]) for name in lists)
         if 0 in lengths:
             return None
@@ -359,8 +354,9 @@ class _PgPlan(_Results):
                 sql = sql.replace(f"__[POSTCOMPILE_{name}]", placeholders)  # type: ignore[union-attr]
             if len(self._by_lengths) < _LENGTHS_KEPT:
                 self._by_lengths[lengths] = sql
+        params = self.parameters({name: value for name, value in given.items() if name not in lists})
         for name in lists:
-            processor = processors.get(name)
+            processor = self.processors.get(name)
             for i, value in enumerate(given[name], 1):
                 params[f"{name}_{i}"] = processor(value) if processor is not None else value
         return sql, params  # type: ignore[return-value]
@@ -400,7 +396,7 @@ class Executor:
         driver = connection.connection.driver_connection
         self._driver = driver if self.dialect == "sqlite" else None
         self._pg = driver if self.dialect == "postgresql" else None
-        self._pg_cursor: Any = None
+        self._pg_cursor: Any = driver.cursor() if self._pg is not None else None  # one per unit of work
 
     def _refuse_in_read_only(self) -> None:
         if self.read_only:
@@ -430,26 +426,20 @@ class Executor:
         if bound is None:
             return None
         sql, values = bound
-        cursor = self._pg_cursor
-        if cursor is None:
-            cursor = self._pg_cursor = self._pg.cursor()
         try:
-            cursor.execute(sql, values)
+            self._pg_cursor.execute(sql, values)
         except self.connection.dialect.loaded_dbapi.Error as exc:
             raise self._pg_error(exc, sql, values) from exc
-        return cursor
+        return self._pg_cursor
 
     def _pg_run_many(self, plan: _PgPlan, rows: Sequence[dict[str, Any]]) -> bool:
         """Runs a statement once per parameter set (psycopg's executemany, pipelined); False when
         SQLAlchemy must run it (a statement with list parameters)."""
         if plan.sql is None or plan.lists:
             return False
-        values = [plan.bind(r)[1] for r in rows]  # type: ignore[index]
-        cursor = self._pg_cursor
-        if cursor is None:
-            cursor = self._pg_cursor = self._pg.cursor()
+        values = [plan.parameters(r) for r in rows]
         try:
-            cursor.executemany(plan.sql, values)
+            self._pg_cursor.executemany(plan.sql, values)
         except self.connection.dialect.loaded_dbapi.Error as exc:
             raise self._pg_error(exc, plan.sql, values[0]) from exc
         return True
