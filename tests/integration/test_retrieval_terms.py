@@ -190,3 +190,24 @@ def test_a_cue_naming_a_date_prefers_memories_that_occurred_then(stub, scope):
         ("Did Caroline go to the support group on 20 June 2023?", contents[0]),
     ]:
         assert _ask(stub, scope, cue)[0] == first, cue
+
+
+def test_a_cue_naming_a_date_prefers_memories_that_tell_of_it(stub, scope):
+    """The word "yesterday" in a memory that occurred on 17 March is 16 March; "last month" in one
+    of 3 April is March (domain.dates.told_of): a cue naming that day or month prefers them over
+    equally matching memories of other days of the same month. Each twin is stored in a session of its own
+    (no session context between them), the plain one first: it wins ties and, being shorter,
+    matches a little better without the rule."""
+    plain = ["James: I went bowling with my brother.", "John: My colleagues and I went to a convention."]
+    told = [
+        "James: Yesterday I went bowling with my brother.",
+        "John: My colleagues and I went to a convention last month.",
+    ]
+    _store(stub, scope, plain, [datetime(2022, 3, 20, tzinfo=UTC), datetime(2023, 4, 20, tzinfo=UTC)])
+    _store(stub, scope, told[:1], [datetime(2022, 3, 17, tzinfo=UTC)])
+    _store(stub, scope, told[1:], [datetime(2023, 4, 3, tzinfo=UTC)])
+    assert _ask(stub, scope, "What did James do with his brother on March 16, 2022?")[0] == told[0]
+    assert _ask(stub, scope, "What did John attend with his colleagues in March 2023?")[0] == told[1]
+    # Without a date in the cue the rule does nothing.
+    assert _ask(stub, scope, "What did James do with his brother?")[0] == plain[0]
+    assert _ask(stub, scope, "What did John attend with his colleagues?")[0] == plain[1]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from slowave.domain.dates import Period, date_words, named_periods, occurred_on, prefer_named_dates
+from slowave.domain.dates import Period, date_words, named_periods, occurred_on, prefer_named_dates, told_of
 from slowave.domain.terms import IRREGULAR_STEMS, STOP_WORDS, regular, stem_words, terms
 
 
@@ -76,3 +76,48 @@ def test_a_named_date_prefers_memories_that_occurred_then():
     assert prefer_named_dates(0.0, may, "2023-05-20") == 0.0  # never found for the date alone
     assert prefer_named_dates(1.0, may, "2023-05-20") == 1.0  # stays within [0, 1]
     assert prefer_named_dates(0.5, (), "2023-05-20") == 0.5
+
+
+@pytest.mark.parametrize(
+    ("content", "day", "spans"),
+    [
+        ("Yesterday I went bowling.", "2022-03-17", [("2022-03-16", "2022-03-16")]),
+        ("We had dinner last night.", "2023-05-04", [("2023-05-03", "2023-05-03")]),
+        ("The day before yesterday it rained.", "2023-05-04", [("2023-05-02", "2023-05-02")]),
+        ("The deploy is tomorrow.", "2023-12-31", [("2024-01-01", "2024-01-01")]),
+        ("We went to a convention last month.", "2023-01-10", [("2022-12-01", "2022-12-31")]),
+        ("Next month we move.", "2023-12-10", [("2024-01-01", "2024-01-31")]),
+        ("Last year I visited Italy.", "2022-06-01", [("2021-01-01", "2021-12-31")]),
+        ("Last week was wild.", "2023-11-16", [("2023-11-09", "2023-11-15")]),
+        ("Last weekend we hiked.", "2023-06-05", [("2023-05-28", "2023-06-04")]),
+        ("I shipped it last Friday.", "2023-12-05", [("2023-12-01", "2023-12-01")]),  # a Tuesday
+        ("I shipped it last Friday.", "2023-12-01", [("2023-11-24", "2023-11-24")]),  # a Friday
+        ("See you next Monday.", "2023-12-05", [("2023-12-11", "2023-12-11")]),
+        ("It broke 3 days ago.", "2023-12-05", [("2023-12-02", "2023-12-02")]),
+        ("Two months ago we migrated.", "2023-02-15", [("2022-12-01", "2022-12-31")]),
+        ("A couple of weeks ago we met.", "2023-12-15", [("2023-11-28", "2023-12-04")]),
+        ("Over the past month it got slower.", "2023-12-05", [("2023-11-05", "2023-12-04")]),
+        (
+            "It rained yesterday and last week.",
+            "2023-12-05",
+            [("2023-12-04", "2023-12-04"), ("2023-11-28", "2023-12-04")],
+        ),
+        ("The pipeline is fast.", "2023-12-05", []),
+        ("We met recently, the other day.", "2023-12-05", []),  # no definite stretch
+    ],
+)
+def test_told_of_reads_relative_time_against_the_occurrence_date(content, day, spans):
+    expected = tuple((date.fromisoformat(a), date.fromisoformat(b)) for a, b in spans)
+    assert told_of(content, day) == expected
+
+
+def test_a_memory_telling_of_a_named_period_is_preferred():
+    day = named_periods("What was Sam doing on December 4, 2023?")
+    assert prefer_named_dates(0.5, day, "2023-12-05", "I went to a meeting yesterday.") > 0.5
+    assert prefer_named_dates(0.5, day, "2023-12-05", "I went to a meeting.") == 0.5
+    march = named_periods("What did John attend in March 2023?")
+    assert prefer_named_dates(0.5, march, "2023-04-03", "A convention last month.") > 0.5
+    assert prefer_named_dates(0.5, march, "2023-05-03", "A convention last month.") == 0.5
+    any_march = named_periods("What did John attend in March?")
+    assert prefer_named_dates(0.5, any_march, "2023-04-03", "A convention last week.") > 0.5  # Mar 27 – Apr 2
+    assert prefer_named_dates(0.0, march, "2023-04-03", "A convention last month.") == 0.0  # never for time alone

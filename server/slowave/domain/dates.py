@@ -2,15 +2,17 @@
 
 A memory remembered with `occurred_at` is findable by the words of that date (its month's name
 and its year) and, when a cue names a day, a month or a year, memories that occurred then are
-preferred. Both are read from the calendar date in UTC; nothing depends on the clock, so the same
-cue against the same store ranks the same (behaviour §12.2 L7).
+preferred, and so are memories that *tell of* that time: a claim remembered on 5 December saying
+"I went to the meeting yesterday" is about 4 December, one saying "last month" about November
+(`told_of`). Everything is read from the calendar date in UTC and the memory's own words; nothing
+depends on the clock, so the same cue against the same store ranks the same (behaviour §12.2 L7).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 
 MONTHS = (
@@ -78,6 +80,26 @@ class Period:
             and (self.day is None or int(day[8:10]) == self.day)
         )
 
+    def meets(self, span: Span) -> bool:
+        """Whether some day of the span (first and last day included) lies in this period."""
+        first, last = span
+        if self.day is None:  # a month or a year: the span's months are few
+            y, m = first.year, first.month
+            while (y, m) <= (last.year, last.month):
+                if (self.year is None or y == self.year) and (self.month is None or m == self.month):
+                    return True
+                y, m = (y + 1, 1) if m == 12 else (y, m + 1)
+            return False
+        for year in range(first.year, last.year + 1) if self.year is None else (self.year,):
+            for month in range(1, 13) if self.month is None else (self.month,):
+                try:
+                    day = date(year, month, self.day)
+                except ValueError:  # 31 April
+                    continue
+                if first <= day <= last:
+                    return True
+        return False
+
 
 @lru_cache(maxsize=1024)
 def named_periods(text: str) -> tuple[Period, ...]:
@@ -108,7 +130,102 @@ def named_periods(text: str) -> tuple[Period, ...]:
 DATE_PREFERENCE = 0.25
 
 
-def prefer_named_dates(relevance: float, periods: tuple[Period, ...], day: str | None) -> float:
-    if not periods or not day or relevance <= 0 or not any(p.contains(day) for p in periods):
+def prefer_named_dates(relevance: float, periods: tuple[Period, ...], day: str | None, content: str = "") -> float:
+    """Relevance raised for a memory that occurred in a period the cue names, or tells of one
+    (`told_of`: "yesterday", "last month" in a memory that occurred the day after, the month after)."""
+    if not periods or not day or relevance <= 0:
+        return relevance
+    if not any(p.contains(day) for p in periods) and not any(
+        p.meets(span) for span in told_of(content, day) for p in periods
+    ):
         return relevance
     return relevance + DATE_PREFERENCE * (1 - relevance)
+
+
+Span = tuple[date, date]
+"""First and last day of a stretch of time, both included."""
+
+# Expressions of time relative to when a claim was made, each read against the memory's own
+# occurrence date (what "yesterday" meant when it was said). Only expressions that name a definite
+# stretch: "recently" or "the other day" could be any time, and "today" is the occurrence date.
+_COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "couple of": 2}
+_NUMBER = r"(?P<n>\d{1,2}|a|an|one|two|three|four|five|six|a couple of|couple of|a few|few)"
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_TOLD = re.compile(
+    r"\b(?:(?P<yesterday>yesterday|last night)"
+    r"|(?P<before_yesterday>the day before yesterday)"
+    r"|(?P<tomorrow>tomorrow)"
+    rf"|{_NUMBER}\s+(?P<unit>day|week|month|year)s?\s+ago"
+    r"|(?P<way>last|past|previous|next|coming)\s+(?P<what>weekend|week|month|year|" + "|".join(_WEEKDAYS) + r"))\b",
+    re.IGNORECASE,
+)
+
+
+def _month_span(year: int, month: int) -> Span:
+    first = date(year, month, 1)
+    after = date(year + 1, 1, 1) if month == 12 else date(year, month + 1, 1)
+    return first, after - timedelta(days=1)
+
+
+def _months_before(day: date, count: int) -> Span:
+    index = day.year * 12 + day.month - 1 - count
+    return _month_span(index // 12, index % 12 + 1)
+
+
+@lru_cache(maxsize=16384)
+def told_of(content: str, day: str) -> tuple[Span, ...]:
+    """The stretches of time a memory that occurred on `day` (`YYYY-MM-DD`) tells of by words
+    relative to that day: "yesterday" and "last night" the day before, "tomorrow" the day after,
+    "last week" the seven days before, "next week" the seven after, "last weekend" the eight days
+    before (a weekend within them), "last month" and "last year" the calendar month and year
+    before (and "next" the ones after), "the past month" the thirty days before, "last Friday"
+    the Friday before, "three days (weeks,
+    months, years) ago" that day (with a few days either side for weeks; the calendar month, the
+    year), "a few weeks ago" two to five of them."""
+    if not content:
+        return ()
+    said = date.fromisoformat(day)
+    spans: list[Span] = []
+    for m in _TOLD.finditer(content):
+        if m.group("yesterday"):
+            spans.append((said - timedelta(days=1),) * 2)
+        elif m.group("before_yesterday"):
+            spans.append((said - timedelta(days=2),) * 2)
+        elif m.group("tomorrow"):
+            spans.append((said + timedelta(days=1),) * 2)
+        elif m.group("unit"):
+            unit, n = m.group("unit").lower(), m.group("n").lower().removeprefix("a ").strip()
+            low, high = (2, 5) if n == "few" else (int(n), int(n)) if n.isdigit() else (_COUNTS[n],) * 2
+            if unit == "day":
+                spans.append((said - timedelta(days=high), said - timedelta(days=low)))
+            elif unit == "week":
+                spans.append((said - timedelta(days=7 * high + 3), said - timedelta(days=max(1, 7 * low - 3))))
+            elif unit == "month":
+                spans.append((_months_before(said, high)[0], _months_before(said, low)[1]))
+            else:
+                spans.append((date(said.year - high, 1, 1), date(said.year - low, 12, 31)))
+        else:
+            way, what = m.group("way").lower(), m.group("what").lower()
+            ahead = way in ("next", "coming")
+            if what in _WEEKDAYS:
+                weekday = _WEEKDAYS.index(what)
+                if ahead:
+                    spans.append((said + timedelta(days=(weekday - said.weekday()) % 7 or 7),) * 2)
+                else:
+                    spans.append((said - timedelta(days=(said.weekday() - weekday) % 7 or 7),) * 2)
+            elif way == "past" and what != "weekend":  # the past month: the thirty days before
+                days = {"week": 7, "month": 30, "year": 365}[what]
+                spans.append((said - timedelta(days=days), said - timedelta(days=1)))
+            elif what in ("week", "weekend"):
+                days = 7 if what == "week" else 8
+                spans.append(
+                    (said + timedelta(days=1), said + timedelta(days=days))
+                    if ahead
+                    else (said - timedelta(days=days), said - timedelta(days=1))
+                )
+            elif what == "month":
+                spans.append(_months_before(said, -1 if ahead else 1))
+            else:
+                year = said.year + (1 if ahead else -1)
+                spans.append((date(year, 1, 1), date(year, 12, 31)))
+    return tuple(spans)

@@ -43,8 +43,9 @@ PROCEDURE_FAILURE_TERM = -0.03
 # v8: a name weighs at least half the cue's average term (relevance.NAME_FLOOR), not all of it.
 # v9: the newer of two versions of one fact above the older (retrieval.newer_versions_first).
 # v10: irregular forms mapped to their base (terms.IRREGULAR_FORMS).
+# v11: a cue's named dates also prefer memories that tell of them ("yesterday", dates.told_of).
 RETRIEVAL_POLICY_VERSION = (
-    f"v10(bm25,{TERMS_VERSION},context2,occasion(64,0.4),subject(4,0.4),asks(0.3),names(0.5),versions(10))"
+    f"v11(bm25,{TERMS_VERSION},context2,occasion(64,0.4),subject(4,0.4),asks(0.3),names(0.5),versions(10))"
     f"+learned(cue,step={MEMORY_STEP},bound={MEMORY_BOUND},tau={CUE_SIMILARITY_THRESHOLD},"
     f"B={GLOBAL_SHARE},k={GLOBAL_PRIOR_CUES},cues={COMPARED_CUES})"
 )

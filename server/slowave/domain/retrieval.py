@@ -154,7 +154,7 @@ class CandidateScoring:
                 continue
             relevance = precise(relevance)
             if admits(self.cue, relevance, memory.content, n in contained):
-                out[n] = precise(prefer_named_dates(relevance, self.periods, memory.occurred_on))
+                out[n] = precise(prefer_named_dates(relevance, self.periods, memory.occurred_on, memory.content))
         return self.asking_lowered(self.about_named(out, memories), memories)
 
     @staticmethod
