@@ -121,3 +121,12 @@ def test_a_memory_telling_of_a_named_period_is_preferred():
     any_march = named_periods("What did John attend in March?")
     assert prefer_named_dates(0.5, any_march, "2023-04-03", "A convention last week.") > 0.5  # Mar 27 – Apr 2
     assert prefer_named_dates(0.0, march, "2023-04-03", "A convention last month.") == 0.0  # never for time alone
+
+
+@pytest.mark.parametrize(
+    ("content", "day"),
+    [("next year", "9999-06-01"), ("tomorrow", "9999-12-31"), ("last year", "0001-06-01"), ("yesterday", "0001-01-01")],
+)
+def test_told_of_leaves_out_a_time_outside_the_calendar(content, day):
+    """A Timestamp may lie anywhere in years 1-9999: "tomorrow" of its last day is no date."""
+    assert told_of(content + " and last week", day) == told_of("last week", day)

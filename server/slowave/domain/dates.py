@@ -182,9 +182,9 @@ def told_of(content: str, day: str) -> tuple[Span, ...]:
     "last week" the seven days before, "next week" the seven after, "last weekend" the eight days
     before (a weekend within them), "last month" and "last year" the calendar month and year
     before (and "next" the ones after), "the past month" the thirty days before, "last Friday"
-    the Friday before, "three days (weeks,
-    months, years) ago" that day (with a few days either side for weeks; the calendar month, the
-    year), "a few weeks ago" two to five of them."""
+    the Friday before, "three days (weeks, months, years) ago" that day (with a few days either
+    side for weeks; the calendar month, the year), "a few weeks ago" two to five of them. A time
+    outside the calendar (before year 1, after 9999) is left out."""
     text = content.lower()
     found = list(_TOLD_AGO.finditer(text)) if " ago" in text else []
     if any(anchor in text for anchor in _TOLD_NAMED_ANCHORS):
@@ -192,10 +192,13 @@ def told_of(content: str, day: str) -> tuple[Span, ...]:
     if not found:
         return ()
     said = date.fromisoformat(day)
-    return tuple(
-        _ago(said, m["n"], m["unit"]) if m.re is _TOLD_AGO else _named(said, m)
-        for m in sorted(found, key=lambda m: m.start())
-    )
+    spans = []
+    for m in sorted(found, key=lambda m: m.start()):
+        try:
+            spans.append(_ago(said, m["n"], m["unit"]) if m.re is _TOLD_AGO else _named(said, m))
+        except (ValueError, OverflowError):  # before year 1 or after 9999: no such time
+            continue
+    return tuple(spans)
 
 
 def _ago(said: date, count: str, unit: str) -> Span:
