@@ -103,6 +103,19 @@ class GraphFiles:
             if other != target:
                 other.unlink(missing_ok=True)
 
+    def rows_saved(self, tenant: str, scope: str, encoder_id: str) -> int:
+        """How many rows the saved graph of a scope covers, by its header alone (0: none saved).
+        Cheap enough to ask once a second: one small read."""
+        try:
+            with self.path(tenant, scope, encoder_id).open("rb") as f:
+                header = json.loads(f.readline())
+        except (OSError, ValueError):
+            return 0
+        if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("encoder") != encoder_id:
+            return 0
+        rows = header.get("rows")
+        return rows if isinstance(rows, int) and rows > 0 else 0
+
     def load(
         self,
         tenant: str,
@@ -113,9 +126,11 @@ class GraphFiles:
         matrix: Any,
         size: int,
         new_graph: Callable[[], Any],
+        delete_invalid: bool = True,
     ) -> tuple[Any, int] | None:
         """The saved graph and the rows it covers, when it is valid for the scope's rows [0, size);
-        an invalid file is deleted."""
+        an invalid file is deleted, unless `delete_invalid` is False (a process taking the graphs
+        another one saves: a file covering more rows than it has read yet is newer, not wrong)."""
         target = self.path(tenant, scope, encoder_id)
         try:
             data = target.read_bytes()
@@ -147,8 +162,9 @@ class GraphFiles:
                 log.warning("dense graph %s not loadable: %s", target, exc)
                 graph = None
         if graph is None or len(graph) != rows:
-            log.info("dense graph %s does not match the scope's rows: deleted, building anew", target.name)
-            target.unlink(missing_ok=True)
+            if delete_invalid:
+                log.info("dense graph %s does not match the scope's rows: deleted, building anew", target.name)
+                target.unlink(missing_ok=True)
             return None
         return graph, rows
 

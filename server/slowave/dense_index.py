@@ -45,6 +45,12 @@ SAVE_GROWTH = 1.1
 """A saved graph is saved again once the scope's graph holds this many times its rows."""
 ANN_CATCH_UP_ROWS = 16
 """Rows added to a published graph per hold of the scope's lock (≈ 5 ms: searches wait at most that)."""
+FOLLOWER_CHECK_SECONDS = 1.0
+"""How often a following process (`VectorIndex.follower`) looks for a newer saved graph of a scope."""
+FOLLOWER_TAIL_SHARE = 0.25
+"""A following process adds rows to its graph itself once the rows its graph lacks pass this share
+of those it holds (no newer saved graph came: the process that saves them serves no search of the
+scope). Until then searches scan them exactly, as they scan any row a graph lacks."""
 LOOSE_SHARE = 0.05
 """The share of a scope's vectors, those that fit it worst, that every search scans exactly.
 
@@ -146,6 +152,8 @@ class _Scope:
     building: bool = False
     saved_rows: int = 0
     """Rows of the graph last saved or loaded (dense_graph_files)."""
+    looked_at: float = 0.0
+    """When a following process last looked for a newer saved graph (monotonic seconds)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def append(self, numbers: Any, rows: Any) -> None:
@@ -201,6 +209,12 @@ class VectorIndex:
         self._lock = threading.Lock()
         self.files: GraphFiles | None = None
         """Where graphs are saved for the next start and loaded from (None: built at every start)."""
+        self.follower = False
+        """With `files`: this process takes the graphs another process of the server extends and
+        saves, instead of adding every new row to its own (api.app: every process but the one running
+        the store's background work). Adding a row costs ≈ 0.25 ms at 100k rows, in every process
+        that does it; with two processes the graphs were half of the server's CPU under a stream of
+        batch Remembers (bench/results/history.md, 2026-12-06)."""
 
     def _scope(self, uow: UnitOfWork, tenant: str, scope: str) -> _Scope | None:
         """The scope's cache, brought up to the newest vector of the request's transaction."""
@@ -245,6 +259,12 @@ class VectorIndex:
         """Starts building or extending the scope's graph when it lacks rows (and is due)."""
         with entry.lock:
             work = entry.size >= self.ann_min_rows and entry.ann_rows < entry.size and not entry.building
+            if work and self._following(entry) and not self._tail_too_long(entry):
+                # Only to look for a newer saved graph, at most once a FOLLOWER_CHECK_SECONDS.
+                now = time.monotonic()
+                work = now - entry.looked_at >= FOLLOWER_CHECK_SECONDS
+                if work:
+                    entry.looked_at = now
             if work:
                 entry.building = True
         if work and self.background:  # until then the exact scan serves the rows the graph lacks
@@ -281,13 +301,20 @@ class VectorIndex:
                 with entry.lock:
                     entry.ann, entry.ann_rows = graph, n
                     entry.measured(fit, loose, n)
+            if self._following(entry):
+                self._take_saved(entry)
+                with entry.lock:
+                    if not self._tail_too_long(entry):
+                        return  # the exact scan serves the rows the graph lacks meanwhile
             while True:
                 save = None
                 with entry.lock:
                     start, end = entry.ann_rows, min(entry.size, entry.ann_rows + ANN_CATCH_UP_ROWS)
-                    if start >= end and self._save_due(entry):
+                    if self._save_due(entry):
                         # Saved while this thread still holds `building`: nothing adds to the
-                        # graph meanwhile (searches may run beside the save).
+                        # graph meanwhile (searches may run beside the save). Due ones are saved
+                        # before the graph has caught up too: under a steady stream of new rows it
+                        # may never, and the processes that take its graphs wait for them.
                         save = (start, entry.numbers, entry.matrix)
                         entry.saved_rows = start
                     elif start >= end:
@@ -316,6 +343,56 @@ class VectorIndex:
             log.exception("dense index: building the HNSW graph failed; scanning exactly")
         finally:
             entry.building = False
+
+    def _following(self, entry: _Scope) -> bool:
+        return self.follower and self.files is not None and entry.ann is not None
+
+    @staticmethod
+    def _tail_too_long(entry: _Scope) -> bool:
+        return entry.size - entry.ann_rows > FOLLOWER_TAIL_SHARE * entry.ann_rows
+
+    def _take_saved(self, entry: _Scope) -> None:
+        """Replaces the scope's graph by the saved one when that covers more of the scope's rows
+        (and exactly those this process holds), so this process adds none of them itself."""
+        import numpy as np
+
+        assert self.files is not None
+        tenant, scope = entry.key
+        with entry.lock:
+            n, matrix, numbers, have = entry.size, entry.matrix, entry.numbers, entry.ann_rows
+        if not have < self.files.rows_saved(tenant, scope, self.encoder_id) <= n:
+            return
+        try:
+            loaded = self.files.load(
+                tenant,
+                scope,
+                self.encoder_id,
+                graph_parameters(entry.dim),
+                numbers,
+                matrix,
+                n,
+                lambda: _new_graph(entry.dim),
+                delete_invalid=False,
+            )
+        except Exception:  # pragma: no cover - a cache: extend our own instead
+            log.exception("dense index: taking the saved graph failed")
+            return
+        if loaded is None or loaded[1] <= have:
+            return
+        graph, rows = loaded
+        added = matrix[have:rows]
+        loose = np.flatnonzero(entry.fit.of(added) < entry.fit.cut)
+        with entry.lock:
+            entry.ann, entry.ann_rows, entry.saved_rows = graph, rows, rows
+            if len(loose):  # new arrays, published whole: a search may hold the old ones
+                entry.loose_positions = np.concatenate([entry.loose_positions, have + loose])
+                entry.loose_vectors = np.concatenate([entry.loose_vectors, added[loose]])
+            refit = len(entry.loose_positions) > 2 * LOOSE_SHARE * rows
+        if refit:
+            fit, loose_all = _fit_and_loose(matrix[:rows])
+            with entry.lock:
+                entry.measured(fit, loose_all, rows)
+        log.info("dense index: took the saved graph of %d vectors (had %d)", rows, have)
 
     def _save_due(self, entry: _Scope) -> bool:
         """A graph is saved once built, and again when it has grown by SAVE_GROWTH since."""

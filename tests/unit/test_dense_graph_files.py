@@ -152,3 +152,68 @@ def test_saving_a_graph_deletes_the_scopes_graphs_of_other_encoders(tmp_path):
     assert files.path("t", "s", ENCODER).name in names, "... and kept"
     assert files.path("t", "s", "older-encoder:v1").name not in names, "the old model's graph of s is gone"
     assert files.path("t", "s2", "older-encoder:v1").name in names, "another scope's graph stays"
+
+
+def _recall(found: list[list[int]], repo: FakeRepo, queries: np.ndarray, k: int = 10) -> float:
+    numbers = np.array([r.number for r in repo.rows])
+    matrix = np.vstack([np.frombuffer(r.vector, dtype=np.float32) for r in repo.rows])
+    exact = [set(numbers[np.argsort(-(matrix @ q))[:k]].tolist()) for q in queries]
+    return float(np.mean([len(set(f) & e) / k for f, e in zip(found, exact)]))
+
+
+def _follower(files: GraphFiles) -> VectorIndex:
+    index = _index(files)
+    index.follower = True
+    return index
+
+
+def test_a_following_process_takes_the_saved_graph_instead_of_adding_rows(tmp_path, graph_adds, monkeypatch):
+    """Every server process but one takes the graph that one extends and saves (api.app): a
+    following process adds no row to its graph while newer saved graphs come, and its searches
+    scan exactly the rows its graph lacks meanwhile."""
+    monkeypatch.setattr("slowave.dense_index.FOLLOWER_CHECK_SECONDS", 0.0)
+    repo, _ = _store(2000)
+    files = GraphFiles(tmp_path)
+    leader, follower = _index(files), _follower(files)
+    queries = _unit(np.random.default_rng(1), 20)
+    _search(leader, repo, queries)  # builds and saves
+    graph_adds.clear()
+    assert _search(follower, repo, queries) == _search(leader, repo, queries)
+    assert graph_adds == [], "the follower loads the saved graph"
+
+    newer = _unit(np.random.default_rng(2), 300)  # 15 % more rows: below FOLLOWER_TAIL_SHARE
+    repo.add(newer, 2001)
+    got = follower.similarities(repo, "t", "s", newer[7], [], 5)
+    assert max(got, key=got.get) == 2008 and got[2008] == pytest.approx(1.0, abs=1e-5)
+    assert graph_adds == [], "found by the exact scan of the rows the graph lacks, none added"
+    entry = follower._scopes[("t", "s")]
+    assert entry.ann_rows == 2000
+
+    leader.similarities(repo, "t", "s", newer[7], [], 5)  # extends its graph, saved once 1.1× as large
+    saved = files.rows_saved("t", "s", ENCODER)
+    assert sum(graph_adds) == 300 and 2200 <= saved <= 2300
+    graph_adds.clear()
+    taken = _search(follower, repo, queries)
+    assert graph_adds == [] and entry.ann_rows == saved and entry.saved_rows == saved
+    # As good as the graph it took: the same recall of the exact nearest (the loose rows may differ
+    # by when each process last measured the scope's fit).
+    assert _recall(taken, repo, queries) >= 0.85
+    assert _recall(taken, repo, queries) == pytest.approx(
+        _recall(_search(leader, repo, queries), repo, queries), abs=0.05
+    )
+    assert files.rows_saved("t", "s", ENCODER) == saved, "a follower never deletes the saved graph"
+
+
+def test_a_following_process_extends_its_graph_itself_when_no_newer_graph_comes(tmp_path, graph_adds, monkeypatch):
+    monkeypatch.setattr("slowave.dense_index.FOLLOWER_CHECK_SECONDS", 0.0)
+    repo, _ = _store(2000)
+    files = GraphFiles(tmp_path)
+    _search(_index(files), repo, _unit(np.random.default_rng(1), 1))  # saved at 2,000 rows
+    follower = _follower(files)
+    follower.similarities(repo, "t", "s", _unit(np.random.default_rng(3), 1)[0], [], 5)
+    graph_adds.clear()
+    newer = _unit(np.random.default_rng(2), 600)  # 30 % more: past FOLLOWER_TAIL_SHARE, no newer file
+    repo.add(newer, 2001)
+    got = follower.similarities(repo, "t", "s", newer[100], [], 5)
+    assert max(got, key=got.get) == 2101
+    assert sum(graph_adds) == 600 and follower._scopes[("t", "s")].ann_rows == 2600

@@ -113,6 +113,8 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
     ctx = ServiceContext(db=db, settings=settings, clock=clock, semantic=load_semantic_channel(settings.semantic))
     if ctx.semantic is not None:
         ctx.semantic.index.files = dense_graph_files.for_store(settings, db)
+        # One process of the server extends and saves the graphs; the others take them.
+        ctx.semantic.index.follower = not settings.background_work
         # The dense index's products run on numpy's BLAS: one thread in the serving process (a
         # supervisor, which serves nothing, never loads numpy).
         limited = blas.one_thread()
