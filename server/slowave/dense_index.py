@@ -362,21 +362,7 @@ class VectorIndex:
             n, matrix, numbers, have = entry.size, entry.matrix, entry.numbers, entry.ann_rows
         if not have < self.files.rows_saved(tenant, scope, self.encoder_id) <= n:
             return
-        try:
-            loaded = self.files.load(
-                tenant,
-                scope,
-                self.encoder_id,
-                graph_parameters(entry.dim),
-                numbers,
-                matrix,
-                n,
-                lambda: _new_graph(entry.dim),
-                delete_invalid=False,
-            )
-        except Exception:  # pragma: no cover - a cache: extend our own instead
-            log.exception("dense index: taking the saved graph failed")
-            return
+        loaded = self._load(entry, numbers, matrix, n, delete_invalid=False)
         if loaded is None or loaded[1] <= have:
             return
         graph, rows = loaded
@@ -398,7 +384,9 @@ class VectorIndex:
         """A graph is saved once built, and again when it has grown by SAVE_GROWTH since."""
         return self.files is not None and entry.ann_rows > 0 and entry.ann_rows >= entry.saved_rows * SAVE_GROWTH
 
-    def _load(self, entry: _Scope, numbers: Any, matrix: Any, size: int) -> tuple[Any, int] | None:
+    def _load(
+        self, entry: _Scope, numbers: Any, matrix: Any, size: int, delete_invalid: bool = True
+    ) -> tuple[Any, int] | None:
         if self.files is None:
             return None
         tenant, scope = entry.key
@@ -412,9 +400,10 @@ class VectorIndex:
                 matrix,
                 size,
                 lambda: _new_graph(entry.dim),
+                delete_invalid=delete_invalid,
             )
-        except Exception:  # pragma: no cover - a cache: build instead
-            log.exception("dense index: loading the saved graph failed; building it")
+        except Exception:  # pragma: no cover - a cache: build or extend our own instead
+            log.exception("dense index: loading the saved graph failed")
             return None
 
     def _save(self, entry: _Scope, rows: int, numbers: Any, matrix: Any) -> None:
