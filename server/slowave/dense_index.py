@@ -14,7 +14,9 @@ nearest, and every one of them was loose (bench/results/history.md, 2026-12-04).
 The graph, the centres and the loose rows are built in the background, never on the request path,
 and extended with newer rows a few at a time; when more than twice LOOSE_SHARE of the rows are
 loose (the scope has taken in claims of a new kind), the centres are measured again. Every cosine
-returned is exact (float32).
+returned is exact (float32). Where graphs are saved (dense_graph_files), one process of a server
+extends and saves them; its other processes take the saved graphs (`VectorIndex.follower`) and
+scan the rows stored since exactly, rather than each adding every new row to a graph of its own.
 """
 
 from __future__ import annotations
