@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,6 +25,7 @@ from tests.support import (
     pb_grpc,
     raw_engine,
     res,
+    server_executable,
     start_server_process,
     wait_until,
 )
@@ -243,3 +245,39 @@ def test_sigkill_of_the_supervisor_leaves_no_process_and_the_next_start_clears_i
     finally:
         second.stop()
     assert not list(temp.glob(f"slowave-metrics-{second.proc.pid}-*"))  # a stopped supervisor removes its own
+
+
+def test_a_second_server_on_a_served_port_is_refused_and_the_first_keeps_its_connections(tmp_path):
+    """SO_REUSEPORT lets every process of one server bind its port; it would let a second server
+    bind it as well and take half the connections. The second start is refused (exit 2), whether
+    it names the port as the first does or by the wildcard address, alone or with several processes."""
+    first = _start(tmp_path / "first")
+    try:
+        scope = new_scope()
+        a = first.stub.Activate(pb.ActivateRequest(task="Record ports", initial_goal="record", scope=scope), timeout=30)
+        claim = f"The {uuid.uuid4().hex[:8]} worker listens on port 7100."
+        first.stub.Remember(
+            pb.RememberRequest(session_id=a.session_id, scope=scope, content=claim, type=res.MEMORY_TYPE_FACT),
+            timeout=30,
+        )
+        for i, (host, processes) in enumerate((("127.0.0.1", "1"), ("0.0.0.0", str(PROCESSES)))):
+            env = {
+                **os.environ,
+                "SLOWAVE_LISTEN_ADDR": f"{host}:{first.port}",
+                "SLOWAVE_METRICS_ADDR": "",
+                "SLOWAVE_DATABASE_URL": new_database_url(tmp_path / f"second-{i}"),
+                "SLOWAVE_PROCESSES": processes,
+            }
+            second = subprocess.run(
+                [server_executable()], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path
+            )
+            assert second.returncode == 2, second.stderr
+            assert f"{host}:{first.port} is already served by another process" in second.stderr
+        # Every new connection still reaches the first server (its store holds the claim).
+        for _ in range(8):
+            channel, stub = _fresh_stub(first.port)
+            got = stub.Activate(pb.ActivateRequest(task=claim, initial_goal="find", scope=scope), timeout=30)
+            assert claim in [m.content for m in got.memories]
+            channel.close()
+    finally:
+        first.stop()

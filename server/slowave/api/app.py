@@ -224,6 +224,11 @@ def main() -> None:
         settings = Settings.from_env()
         if supervisor.PROCESS_INDEX_ENV in os.environ:
             _serve_as_one_of_many(settings, int(os.environ[supervisor.PROCESS_INDEX_ENV]))
+        elif supervisor.already_served(settings.listen_addr):
+            raise StartupRefused(
+                f"{settings.listen_addr} is already served by another process (SLOWAVE_LISTEN_ADDR): "
+                "with SO_REUSEPORT both would bind it and split the connections between them"
+            )
         elif settings.processes > 1:
             _supervise(settings)
         else:

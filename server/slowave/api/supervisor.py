@@ -282,6 +282,27 @@ def _join_addr(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def already_served(addr: str, timeout: float = 1.0) -> bool:
+    """Whether something accepts connections on `addr` (host:port; never for port 0).
+
+    grpc binds with SO_REUSEPORT on Linux, as the processes of one server must: so a second server
+    started on the port of a running one would bind it too, without an error, and the kernel would
+    split connections between two servers that know nothing of each other (two stores, or two
+    reapers and consolidators on one). A wildcard address is asked on loopback."""
+    host, port = _split_addr(addr)
+    if port == 0:
+        return False
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:  # refused (nothing listens), unreachable, or no answer in time
+        return False
+
+
 def _reserve_port(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
