@@ -112,6 +112,9 @@ class Settings:
     semantic: str = DEFAULT_SEMANTIC
     """The semantic retrieval channel: `static` (shipped static embeddings, no torch), `minilm`
     (all-MiniLM-L6-v2, needs the [semantic] extra) or `off` (lexical only)."""
+    warm_scopes: int = 16
+    """Before it serves, each process reads the vectors of this many of the most recently active
+    scopes, so that their first requests do not wait for them (service.warm_up; 0: none)."""
     graph_dir: str | None = None
     """Where the dense graphs of large scopes are saved for the next start (slowave.dense_graph_files;
     SLOWAVE_GRAPH_DIR). None: beside a SQLite database (`<file>-graphs`), none on PostgreSQL; "off"
@@ -176,6 +179,8 @@ class Settings:
         if pool:
             kwargs["pool"] = PoolOptions(**pool)
         kwargs["processes"] = parse_processes(env.get("SLOWAVE_PROCESSES") or "auto")
+        if env.get("SLOWAVE_WARM_SCOPES"):
+            kwargs["warm_scopes"] = int(env["SLOWAVE_WARM_SCOPES"])
         if env.get("SLOWAVE_MAX_WORKERS"):
             kwargs["max_workers"] = int(env["SLOWAVE_MAX_WORKERS"])
         if env.get("SLOWAVE_MAX_CONCURRENT_RPCS"):

@@ -217,3 +217,32 @@ def test_a_following_process_extends_its_graph_itself_when_no_newer_graph_comes(
     got = follower.similarities(repo, "t", "s", newer[100], [], 5)
     assert max(got, key=got.get) == 2101
     assert sum(graph_adds) == 600 and follower._scopes[("t", "s")].ann_rows == 2600
+
+
+def test_the_warm_up_waits_for_a_saved_graph_to_load_and_never_for_one_built_from_nothing(tmp_path, graph_adds):
+    repo, vectors = _store(2000)
+    _search(_index(GraphFiles(tmp_path)), repo, vectors[:1])  # built and saved by a first start
+
+    restarted = VectorIndex(ENCODER, ann_min_rows=500, background=True)
+    restarted.files = GraphFiles(tmp_path)
+    assert restarted.warm(repo, "t", "s") == 2000
+    restarted.wait_for_saved_graph("t", "s", timeout=60)
+    entry = restarted._scopes[("t", "s")]
+    assert entry.ann is not None and entry.ann_rows == 2000
+
+    # No saved graph: the build goes on in the background, and nothing waits for it.
+    unsaved = VectorIndex(ENCODER, ann_min_rows=500, background=True)
+    unsaved.files = GraphFiles(tmp_path / "elsewhere")
+    assert unsaved.warm(repo, "t", "s") == 2000
+    entry = unsaved._scopes[("t", "s")]
+    builder, joined = entry.builder, []
+    assert builder is not None
+
+    class Watched:
+        def join(self, timeout: float | None = None) -> None:
+            joined.append(timeout)
+
+    entry.builder = Watched()  # type: ignore[assignment]
+    unsaved.wait_for_saved_graph("t", "s", timeout=60)
+    assert joined == [], "no saved file: nothing to wait for"
+    builder.join(60)  # (so the test leaves no thread behind)

@@ -37,6 +37,7 @@ from slowave.service.context import ServiceContext
 from slowave.service.reaper import Reaper
 from slowave.service.retrieval import policy_version
 from slowave.service.vector_backfill import backfill
+from slowave.service.warm_up import warm_up
 from slowave.storage.database import Database, WalCheckpointer
 from slowave.storage.index_merger import IndexMerger
 from slowave.v1 import memory_service_pb2 as pb
@@ -159,6 +160,7 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
     if port == 0:
         raise RuntimeError(f"could not bind {settings.listen_addr}")
     backfilled = backfill(ctx) if settings.background_work else 0  # before serving: see vector_backfill
+    warm_up(ctx, settings.warm_scopes)  # before serving: see service.warm_up
     server.start()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)

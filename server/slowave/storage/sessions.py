@@ -30,6 +30,13 @@ _IDLE_OPEN = (
     .with_for_update(skip_locked=True)
 )
 _COUNT_OPEN = select(func.count()).select_from(_s).where(_s.c.state == SessionState.OPEN)
+# The newest sessions of one state, newest first (ix_sessions_state_activity serves it).
+_LATEST_OF_STATE = (
+    select(_s.c.tenant, _s.c.scope, _s.c.task, _s.c.last_activity_at)
+    .where(_s.c.state == bindparam("state"))
+    .order_by(_s.c.last_activity_at.desc())
+    .limit(bindparam("limit"))
+)
 _TOUCH_CONTINUITY = update(_c).where(_c.c.id == bindparam("token")).values(last_seen_at=bindparam("now"))
 
 
@@ -77,6 +84,19 @@ class SessionStore:
     def idle_open(self, cutoff: datetime, limit: int) -> list[Any]:
         """Open sessions idle since before `cutoff`."""
         return self.ex.rows(_IDLE_OPEN, {"cutoff": cutoff, "limit": limit})
+
+    def recently_active_scopes(self, limit: int, sessions: int = 1000) -> list[tuple[str, str, str]]:
+        """Up to `limit` (tenant, scope, task of its latest session), the most recently active scope
+        first, read from the `sessions` latest sessions of each state (an index range each, however
+        many sessions the store holds)."""
+        latest: dict[tuple[str, str], tuple[datetime, str]] = {}
+        for state in SessionState:
+            for row in self.ex.rows(_LATEST_OF_STATE, {"state": state.value, "limit": sessions}):
+                key = (row.tenant, row.scope)
+                if key not in latest or row.last_activity_at > latest[key][0]:
+                    latest[key] = (row.last_activity_at, row.task)
+        ranked = sorted(latest.items(), key=lambda item: item[1][0], reverse=True)[:limit]
+        return [(tenant, scope, task) for (tenant, scope), (_at, task) in ranked]
 
     def count_open(self) -> int:
         return self.ex.scalar(_COUNT_OPEN)
