@@ -156,8 +156,8 @@ class _Scope:
     """Rows of the graph last saved or loaded (dense_graph_files)."""
     looked_at: float = 0.0
     """When a following process last looked for a newer saved graph (monotonic seconds)."""
-    builder: threading.Thread | None = None
-    """The thread that last started building, loading or extending the graph."""
+    graph_ready: threading.Event = field(default_factory=threading.Event)
+    """Set once the first graph is published (built or loaded); extending it comes after."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def append(self, numbers: Any, rows: Any) -> None:
@@ -232,16 +232,15 @@ class VectorIndex:
         entry = self._scope(uow, tenant, scope)
         return 0 if entry is None else entry.size
 
-    def wait_for_saved_graph(self, tenant: str, scope: str, timeout: float) -> None:
-        """Waits up to `timeout` seconds for the scope's graph to load from its saved file and catch
-        up (warm-up); not for a graph built from nothing, which takes far longer."""
+    def wait_for_saved_graph(self, tenant: str, scope: str, timeout: float) -> bool:
+        """Waits up to `timeout` seconds for the scope's graph to load from its saved file (warm-up);
+        not for a graph built from nothing, nor for the rows stored since the save to be added: both
+        go on in the background while the exact scan serves what the graph lacks. True once loaded."""
         if self.files is None or not self.files.rows_saved(tenant, scope, self.encoder_id):
-            return
+            return False
         with self._lock:
             entry = self._scopes.get((tenant, scope))
-        builder = entry.builder if entry is not None else None
-        if builder is not None:
-            builder.join(timeout)
+        return entry is not None and entry.graph_ready.wait(timeout)
 
     def _scope(self, uow: UnitOfWork, tenant: str, scope: str) -> _Scope | None:
         """The scope's cache, brought up to the newest vector of the request's transaction."""
@@ -297,9 +296,7 @@ class VectorIndex:
             if work:
                 entry.building = True
         if work and self.background:  # until then the exact scan serves the rows the graph lacks
-            builder = threading.Thread(target=self._catch_up, args=(entry,), name="slowave-ann-build", daemon=True)
-            entry.builder = builder
-            builder.start()
+            threading.Thread(target=self._catch_up, args=(entry,), name="slowave-ann-build", daemon=True).start()
         elif work:
             self._catch_up(entry)
         return entry
@@ -331,6 +328,7 @@ class VectorIndex:
                 fit, loose = _fit_and_loose(matrix[:n])
                 with entry.lock:
                     entry.ann, entry.ann_rows = graph, n
+                    entry.graph_ready.set()
                     entry.measured(fit, loose, n)
             if self._following(entry):
                 self._take_saved(entry)

@@ -226,7 +226,7 @@ def test_the_warm_up_waits_for_a_saved_graph_to_load_and_never_for_one_built_fro
     restarted = VectorIndex(ENCODER, ann_min_rows=500, background=True)
     restarted.files = GraphFiles(tmp_path)
     assert restarted.warm(repo, "t", "s") == 2000
-    restarted.wait_for_saved_graph("t", "s", timeout=60)
+    assert restarted.wait_for_saved_graph("t", "s", timeout=60)
     entry = restarted._scopes[("t", "s")]
     assert entry.ann is not None and entry.ann_rows == 2000
 
@@ -234,15 +234,19 @@ def test_the_warm_up_waits_for_a_saved_graph_to_load_and_never_for_one_built_fro
     unsaved = VectorIndex(ENCODER, ann_min_rows=500, background=True)
     unsaved.files = GraphFiles(tmp_path / "elsewhere")
     assert unsaved.warm(repo, "t", "s") == 2000
+    waits: list[float | None] = []
     entry = unsaved._scopes[("t", "s")]
-    builder, joined = entry.builder, []
-    assert builder is not None
+    ready = entry.graph_ready
 
     class Watched:
-        def join(self, timeout: float | None = None) -> None:
-            joined.append(timeout)
+        def wait(self, timeout: float | None = None) -> bool:
+            waits.append(timeout)
+            return ready.wait(timeout)
 
-    entry.builder = Watched()  # type: ignore[assignment]
-    unsaved.wait_for_saved_graph("t", "s", timeout=60)
-    assert joined == [], "no saved file: nothing to wait for"
-    builder.join(60)  # (so the test leaves no thread behind)
+        def set(self) -> None:
+            ready.set()
+
+    entry.graph_ready = Watched()  # type: ignore[assignment]
+    assert not unsaved.wait_for_saved_graph("t", "s", timeout=60)
+    assert waits == [], "no saved file: nothing to wait for"
+    assert ready.wait(60)  # (the background build ends before the test does)
