@@ -105,6 +105,31 @@ def test_s59_consolidation_runs_in_background_within_seconds(server, stub, scope
     assert m.provenance.source_kind == "consolidated" and m.provenance.source_session_id == sid
 
 
+def test_consolidation_waits_for_gaps_between_requests_until_one_does_not_come(make_server):
+    """A run takes each session when the process serves no request, until one wait times out (the
+    process stays busy); then it takes the rest at once, so that the queue never grows under load."""
+    from slowave.service.consolidation import CONSOLIDATION_YIELD_SECONDS, consolidate_pending
+    from tests.support import new_scope
+
+    srv = make_server()
+    srv.running.consolidator.stop()  # this test runs the queue itself
+    scope = new_scope()
+    summaries = [claim(f"Rotated signing key {i} and the services accepted it.") for i in range(4)]
+    for summary in summaries:
+        closed_session(srv.stub, scope, outcome_summary=summary)
+    waits: list[float] = []
+
+    def idle(timeout: float) -> bool:  # the drain's wait_idle: a gap, then a process that stays busy
+        waits.append(timeout)
+        return len(waits) < 2
+
+    assert consolidate_pending(srv.running.ctx, idle=idle) == 4
+    assert waits == [CONSOLIDATION_YIELD_SECONDS] * 2
+    for summary in summaries:
+        a = activate(srv.stub, scope, task=summary)
+        assert summary in [m.content for m in a.memories if m.provenance.source_kind == "consolidated"]
+
+
 def test_s59_equivalent_summary_update_keeps_the_lesson(server, stub, scope):
     s1 = claim("Bumped the helm chart and the rollout completed.")
     sid, _ = closed_session(stub, scope, outcome_summary=s1)

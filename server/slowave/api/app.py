@@ -124,7 +124,8 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
         )
     metrics = Metrics()
     metrics.instrument_database(db.engine)
-    consolidator = Consolidator(ctx)
+    drain, request_budget = DrainInterceptor(), RequestBudgetInterceptor()
+    consolidator = Consolidator(ctx, idle=drain.wait_idle)
     reaper = Reaper(ctx, on_reaped=metrics.reaper_sweep)
     try:
         security = prepare_security(ctx, on_refused=metrics.request_refused)
@@ -132,7 +133,6 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
         db.dispose()
         raise
 
-    drain, request_budget = DrainInterceptor(), RequestBudgetInterceptor()
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="slowave-rpc"),
         # The first runs outermost: the access line covers every call, authentication refusals included.

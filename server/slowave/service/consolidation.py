@@ -8,6 +8,7 @@ learning state are never modified.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from slowave.background import Periodic
 from slowave.domain.claim_identity import claim_hash
@@ -18,11 +19,25 @@ from slowave.storage.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
 
+# A run takes its sessions one by one, each when the process serves no request, so that a request
+# arriving meanwhile waits for one session's work (≈ 1 ms), not for the whole run's. It waits this
+# long at most for such a gap; once none came, the run takes the rest without waiting: under steady
+# load there is none, and the queue must not grow.
+CONSOLIDATION_YIELD_SECONDS = 0.02
 
-def consolidate_pending(ctx: ServiceContext, limit: int | None = None) -> int:
-    """Consolidates queued sessions until the queue is empty (or `limit`); returns how many."""
+
+def consolidate_pending(
+    ctx: ServiceContext, limit: int | None = None, idle: Callable[[float], bool] | None = None
+) -> int:
+    """Consolidates queued sessions until the queue is empty (or `limit`); returns how many.
+
+    `idle(timeout)`: waits until the process serves no request, at most `timeout` seconds (the
+    drain's `wait_idle`); asked before each session until it once times out."""
     done = 0
+    yielding = idle is not None
     while limit is None or done < limit:
+        if yielding and not idle(CONSOLIDATION_YIELD_SECONDS):  # type: ignore[misc]
+            yielding = False  # the process stays busy: the rest of the run waits for no gap
         with ctx.db.transaction() as uow:
             entry = uow.consolidation.next()
             if entry is None:
@@ -113,12 +128,12 @@ CONSOLIDATION_SETTLE_SECONDS = 0.5
 class Consolidator:
     """Background worker present in every replica; normally finishes a commit's entry within seconds."""
 
-    def __init__(self, ctx: ServiceContext) -> None:
+    def __init__(self, ctx: ServiceContext, idle: Callable[[float], bool] | None = None) -> None:
         self.ctx = ctx
         self._loop = Periodic(
             "slowave-consolidator",
             ctx.settings.consolidation_poll_seconds,
-            lambda: consolidate_pending(ctx),
+            lambda: consolidate_pending(ctx, idle=idle),
             on_error=lambda exc: log.error("consolidation failed", exc_info=exc),
             settle=CONSOLIDATION_SETTLE_SECONDS,
         )
