@@ -18,6 +18,10 @@ def _fill(server: Server, scope: str, claims: list[str]) -> None:
     )
 
 
+def _ask(server: Server, scope: str, task: str) -> pb.ActivateResponse:
+    return server.stub.Activate(pb.ActivateRequest(task=task, initial_goal="find", scope=scope))
+
+
 def _restart(tmp_path, server: Server, name: str, **overrides) -> Server:
     server.stop()
     return start_test_server(tmp_path / name, database_url=server.database_url, semantic="static", **overrides)
@@ -35,9 +39,7 @@ def test_a_restarted_server_holds_the_recent_scopes_vectors_before_its_first_req
     older, recent = new_scope(), new_scope()
     _fill(first, older, ["The staging cluster runs six nodes.", "Backups of the staging cluster are kept a week."])
     _fill(first, recent, CLAIMS)
-    asked = first.stub.Activate(
-        pb.ActivateRequest(task="How often are card charges retried?", initial_goal="find", scope=recent)
-    )
+    asked = _ask(first, recent, "How often are card charges retried?")
     tenant = first.running.ctx.settings.tenant
 
     second = _restart(tmp_path, first, "second")
@@ -46,9 +48,7 @@ def test_a_restarted_server_holds_the_recent_scopes_vectors_before_its_first_req
         # Read before any request of this server: by the warm-up, both scopes being recent enough.
         assert index.held(tenant, recent) == len(CLAIMS)
         assert index.held(tenant, older) == 2
-        again = second.stub.Activate(
-            pb.ActivateRequest(task="How often are card charges retried?", initial_goal="find", scope=recent)
-        )
+        again = _ask(second, recent, "How often are card charges retried?")
         assert [m.memory_id for m in again.memories] == [m.memory_id for m in asked.memories]
         assert again.memories[0].content == CLAIMS[0]
     finally:
@@ -68,9 +68,7 @@ def test_the_warm_up_reads_the_most_recently_active_scopes_first_and_no_more_tha
         assert index.held(tenant, recent) == len(CLAIMS)
         assert index.held(tenant, older) == 0
         # Not read ahead is read at the first request, as always.
-        got = one.stub.Activate(
-            pb.ActivateRequest(task="How many nodes does staging run?", initial_goal="find", scope=older)
-        )
+        got = _ask(one, older, "How many nodes does staging run?")
         assert got.memories[0].content == "The staging cluster runs six nodes."
         assert index.held(tenant, older) == 1
     finally:
