@@ -160,7 +160,7 @@ _TOLD_NAMED = re.compile(
     r"|(?P<tomorrow>tomorrow)"
     r"|(?P<way>last|past|previous|next|coming)\s+(?P<what>weekend|week|month|year|" + "|".join(_WEEKDAYS) + r"))\b"
 )
-_TOLD_NAMED_ANCHORS = ("yesterday", "night", "tomorrow", "last", "past", "previous", "next", "coming")
+_TOLD_NAMED_ANCHORS = ("yesterday", "tomorrow", "last", "past", "previous", "next", "coming")
 _TOLD_AGO = re.compile(rf"\b{_NUMBER}\s+(?P<unit>day|week|month|year)s?\s+ago\b")
 
 

@@ -34,10 +34,9 @@ def consolidate_pending(
     `idle(timeout)`: waits until the process serves no request, at most `timeout` seconds (the
     drain's `wait_idle`); asked before each session until it once times out."""
     done = 0
-    yielding = idle is not None
     while limit is None or done < limit:
-        if yielding and not idle(CONSOLIDATION_YIELD_SECONDS):  # type: ignore[misc]
-            yielding = False  # the process stays busy: the rest of the run waits for no gap
+        if idle is not None and not idle(CONSOLIDATION_YIELD_SECONDS):
+            idle = None  # the process stays busy: the rest of the run waits for no gap
         with ctx.db.transaction() as uow:
             entry = uow.consolidation.next()
             if entry is None:
