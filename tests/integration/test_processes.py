@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -281,3 +283,52 @@ def test_a_second_server_on_a_served_port_is_refused_and_the_first_keeps_its_con
             channel.close()
     finally:
         first.stop()
+
+
+def test_of_two_servers_started_in_the_same_instant_on_one_port_one_serves_and_the_other_is_refused(tmp_path):
+    """Both find the port free (nothing listens yet), so the connection probe alone would let both
+    bind it; the port's claim (api.port_claim) lets exactly one start, whichever comes first."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    starts = []
+    for i, (host, processes) in enumerate((("127.0.0.1", str(PROCESSES)), ("0.0.0.0", "1"))):
+        env = {
+            **os.environ,
+            "SLOWAVE_LISTEN_ADDR": f"{host}:{port}",
+            "SLOWAVE_METRICS_ADDR": "",
+            "SLOWAVE_DATABASE_URL": new_database_url(tmp_path / f"server-{i}"),
+            "SLOWAVE_PROCESSES": processes,
+            "SLOWAVE_ALLOW_INSECURE_BIND": "1",  # the wildcard address, in a test
+        }
+        (tmp_path / f"server-{i}").mkdir(parents=True, exist_ok=True)
+        proc = subprocess.Popen([server_executable()], env=env, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+        lines: list[str] = []
+        threading.Thread(target=lambda p=proc, out=lines: out.extend(iter(p.stderr.readline, "")), daemon=True).start()
+        starts.append((proc, lines))
+    try:
+        refused = wait_until(
+            lambda: [s for s in starts if s[0].poll() is not None], timeout=120, what="one start to be refused"
+        )
+        assert len(refused) == 1, [("".join(lines), proc.returncode) for proc, lines in refused]
+        proc, lines = refused[0]
+        assert proc.returncode == 2
+        wait_until(lambda: any("already served by another process" in line for line in lines), timeout=30)
+        (serving, serving_lines) = next(s for s in starts if s is not refused[0])
+        wait_until(lambda: any("slowave serving" in line for line in serving_lines), timeout=120)
+        assert serving.poll() is None
+        channel, stub = _fresh_stub(port)
+        scope = new_scope()
+        got = stub.Activate(pb.ActivateRequest(task="Anything stored?", initial_goal="look", scope=scope), timeout=30)
+        assert got.memory_state == res.MEMORY_STATE_COLD_START
+        channel.close()
+    finally:
+        for proc, _ in starts:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc, _ in starts:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=30)

@@ -18,7 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from slowave import dense_graph_files, tracing
-from slowave.api import allocator, blas, collector, supervisor
+from slowave.api import allocator, blas, collector, port_claim, supervisor
 from slowave.api.access_log import AccessLogInterceptor, configure_logging
 from slowave.api.auth import StartupRefused, prepare_security
 from slowave.api.drain import DrainInterceptor
@@ -226,18 +226,37 @@ def main() -> None:
         settings = Settings.from_env()
         if supervisor.PROCESS_INDEX_ENV in os.environ:
             _serve_as_one_of_many(settings, int(os.environ[supervisor.PROCESS_INDEX_ENV]))
-        elif supervisor.already_served(settings.listen_addr):
-            raise StartupRefused(
-                f"{settings.listen_addr} is already served by another process (SLOWAVE_LISTEN_ADDR): "
-                "with SO_REUSEPORT both would bind it and split the connections between them"
-            )
-        elif settings.processes > 1:
-            _supervise(settings)
         else:
-            _serve(settings, start_server(settings))
+            claim = _claim_port(settings.listen_addr)
+            try:
+                if settings.processes > 1:
+                    _supervise(settings)
+                else:
+                    _serve(settings, start_server(settings))
+            finally:
+                if claim is not None:
+                    claim.release()
     except (StartupRefused, KeyConfigError) as exc:
         log.error("not starting: %s", exc)
         sys.exit(2)
+
+
+def _claim_port(addr: str) -> port_claim.PortClaim | None:
+    """Refuses a start on a port another server serves or is starting on (api.port_claim): with
+    SO_REUSEPORT both would bind it and the kernel would split the connections between them."""
+    host, port = supervisor.split_addr(addr)
+    try:
+        claim = port_claim.claim_port(host, port)
+    except port_claim.PortTaken as exc:
+        raise StartupRefused(f"{addr} is already served by another process (SLOWAVE_LISTEN_ADDR): {exc}") from None
+    if supervisor.already_served(addr):  # a server started before claims existed, or another program
+        if claim is not None:
+            claim.release()
+        raise StartupRefused(
+            f"{addr} is already served by another process (SLOWAVE_LISTEN_ADDR): "
+            "with SO_REUSEPORT both would bind it and split the connections between them"
+        )
+    return claim
 
 
 def _settle() -> None:

@@ -96,7 +96,7 @@ class Supervisor:
 
     # ------------------------------------------------------------------------------ start
     def start(self) -> None:
-        host, port = _split_addr(self.settings.listen_addr)
+        host, port = split_addr(self.settings.listen_addr)
         # Port 0: one free port for all, held (bound, not listening) until every process has bound it.
         reserved = _reserve_port(host, port) if port == 0 else None
         self.port = reserved.getsockname()[1] if reserved is not None else port
@@ -121,14 +121,14 @@ class Supervisor:
         self._metrics_dir = tempfile.mkdtemp(prefix=f"{METRICS_DIR_PREFIX}{os.getpid()}-")
         registry = CollectorRegistry()
         MultiProcessCollector(registry, path=self._metrics_dir)
-        host, port = _split_addr(self.settings.metrics_addr)
+        host, port = split_addr(self.settings.metrics_addr)
         server, _thread = start_http_server(port, addr=host or "0.0.0.0", registry=registry)
         self._metrics_http = server
         self.metrics_port = server.server_port
 
     def _spawn(self, child: _Child) -> tuple[_Child, int]:
         read_fd, write_fd = os.pipe()
-        host, _ = _split_addr(self.settings.listen_addr)
+        host, _ = split_addr(self.settings.listen_addr)
         env = {
             **os.environ,
             PROCESS_INDEX_ENV: str(child.index),
@@ -273,7 +273,7 @@ def _read_line(fd: int) -> str:
     return data.decode().strip()
 
 
-def _split_addr(addr: str) -> tuple[str, int]:
+def split_addr(addr: str) -> tuple[str, int]:
     host, _, port = addr.rpartition(":")
     return host.strip("[]"), int(port)
 
@@ -289,7 +289,7 @@ def already_served(addr: str, timeout: float = 1.0) -> bool:
     started on the port of a running one would bind it too, without an error, and the kernel would
     split connections between two servers that know nothing of each other (two stores, or two
     reapers and consolidators on one). A wildcard address is asked on loopback."""
-    host, port = _split_addr(addr)
+    host, port = split_addr(addr)
     if port == 0:
         return False
     if host in ("", "0.0.0.0"):
