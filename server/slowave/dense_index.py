@@ -288,11 +288,7 @@ class VectorIndex:
         with entry.lock:
             work = entry.size >= self.ann_min_rows and entry.ann_rows < entry.size and not entry.building
             if work and self._following(entry) and not self._tail_too_long(entry):
-                # Only to look for a newer saved graph, at most once a FOLLOWER_CHECK_SECONDS.
-                now = time.monotonic()
-                work = now - entry.looked_at >= FOLLOWER_CHECK_SECONDS
-                if work:
-                    entry.looked_at = now
+                work = self._look_again(entry)  # only to look for a newer saved graph
             if work:
                 entry.building = True
         if work and self.background:  # until then the exact scan serves the rows the graph lacks
@@ -336,6 +332,14 @@ class VectorIndex:
                     if not self._tail_too_long(entry):
                         return  # the exact scan serves the rows the graph lacks meanwhile
             while True:
+                with entry.lock:
+                    look = self._following(entry) and self._look_again(entry)
+                if look and self._take_saved(entry):
+                    # Fallen back to adding rows itself (no newer graph had come): a graph saved
+                    # meanwhile spares it the rest, as it would at the start of a round.
+                    with entry.lock:
+                        if not self._tail_too_long(entry):
+                            return
                 save = None
                 with entry.lock:
                     start, end = entry.ann_rows, min(entry.size, entry.ann_rows + ANN_CATCH_UP_ROWS)
@@ -377,12 +381,23 @@ class VectorIndex:
         return self.follower and self.files is not None and entry.ann is not None
 
     @staticmethod
+    def _look_again(entry: _Scope) -> bool:
+        """Whether a following process looks for a newer saved graph now: at most once a
+        FOLLOWER_CHECK_SECONDS per scope (marked as looked at when it does)."""
+        now = time.monotonic()
+        if now - entry.looked_at < FOLLOWER_CHECK_SECONDS:
+            return False
+        entry.looked_at = now
+        return True
+
+    @staticmethod
     def _tail_too_long(entry: _Scope) -> bool:
         return entry.size - entry.ann_rows > FOLLOWER_TAIL_SHARE * entry.ann_rows
 
-    def _take_saved(self, entry: _Scope) -> None:
+    def _take_saved(self, entry: _Scope) -> bool:
         """Replaces the scope's graph by the saved one when that covers more of the scope's rows
-        (and exactly those this process holds), so this process adds none of them itself."""
+        (and exactly those this process holds), so this process adds none of them itself; whether
+        it did."""
         import numpy as np
 
         assert self.files is not None
@@ -390,10 +405,10 @@ class VectorIndex:
         with entry.lock:
             n, matrix, numbers, have = entry.size, entry.matrix, entry.numbers, entry.ann_rows
         if not have < self.files.rows_saved(tenant, scope, self.encoder_id) <= n:
-            return
+            return False
         loaded = self._load(entry, numbers, matrix, n, delete_invalid=False)
         if loaded is None or loaded[1] <= have:
-            return
+            return False
         graph, rows = loaded
         added = matrix[have:rows]
         loose = np.flatnonzero(entry.fit.of(added) < entry.fit.cut)
@@ -408,6 +423,7 @@ class VectorIndex:
             with entry.lock:
                 entry.measured(fit, loose_all, rows)
         log.info("dense index: took the saved graph of %d vectors (had %d)", rows, have)
+        return True
 
     def _save_due(self, entry: _Scope) -> bool:
         """A graph is saved once built, and again when it has grown by SAVE_GROWTH since."""

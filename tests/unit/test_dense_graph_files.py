@@ -250,3 +250,40 @@ def test_the_warm_up_waits_for_a_saved_graph_to_load_and_never_for_one_built_fro
     assert not unsaved.wait_for_saved_graph("t", "s", timeout=60)
     assert waits == [], "no saved file: nothing to wait for"
     assert ready.wait(60)  # (the background build ends before the test does)
+
+
+def test_a_following_process_adding_rows_itself_takes_a_graph_saved_meanwhile(tmp_path, monkeypatch):
+    """A following process that fell back to extending its own graph (no newer saved graph had
+    come) stops adding rows once one is saved, rather than adding every row of the tail itself."""
+    import usearch.index
+
+    monkeypatch.setattr("slowave.dense_index.FOLLOWER_CHECK_SECONDS", 0.0)
+    repo, _ = _store(2000)
+    files = GraphFiles(tmp_path)
+    leader = _index(files)
+    _search(leader, repo, _unit(np.random.default_rng(1), 1))  # saved at 2,000 rows
+    follower = _follower(files)
+    follower.similarities(repo, "t", "s", _unit(np.random.default_rng(3), 1)[0], [], 5)
+    entry = follower._scopes[("t", "s")]
+    newer = _unit(np.random.default_rng(2), 600)  # 30 % more: past FOLLOWER_TAIL_SHARE, no newer file yet
+    repo.add(newer, 2001)
+
+    added_by_follower: list[int] = []
+    saved_meanwhile = []
+
+    class Hooked(usearch.index.Index):
+        def add(self, keys, vectors, **kw):
+            if self is entry.ann:
+                added_by_follower.append(len(keys))
+                if not saved_meanwhile:  # the leader extends and saves while the follower adds
+                    saved_meanwhile.append(True)
+                    leader.similarities(repo, "t", "s", newer[0], [], 5)
+            return super().add(keys, vectors, **kw)
+
+    entry.ann.__class__ = Hooked  # the follower's loaded graph
+    got = follower.similarities(repo, "t", "s", newer[100], [], 5)
+    assert max(got, key=got.get) == 2101
+    saved = files.rows_saved("t", "s", ENCODER)
+    assert saved > 2000 + sum(added_by_follower), "the leader saved its extended graph"
+    assert entry.ann_rows == saved and entry.saved_rows == saved, "the follower took it"
+    assert sum(added_by_follower) < 100, f"added {sum(added_by_follower)} of the 600 rows itself"
