@@ -9,7 +9,8 @@ server never leaves a stale claim behind.
 Addresses on one port exclude each other as their bindings would: a wildcard address (`0.0.0.0`,
 `::`, empty) takes the port's shared file exclusively, a specific address takes that file shared
 and its own file exclusively. So `0.0.0.0:50051` excludes every other server on port 50051, while
-`10.0.0.5:50051` and `10.0.0.6:50051` may both serve.
+`10.0.0.5:50051` and `10.0.0.6:50051` may both serve. Addresses are compared as written:
+`localhost` and `127.0.0.1` are two names for one address, which only the probe then tells apart.
 
 The files live in a directory of the user's own (`<tmp>/slowave-<uid>/`): SO_REUSEPORT only lets
 sockets of one user share a port, and a server that cannot create the directory (a read-only
