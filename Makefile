@@ -125,9 +125,10 @@ bench-perf: install
 	$(BIN)/python bench/perf.py
 
 # Rebuilds the static embedding model in server/slowave/embedding_model/ from the packaged
-# all-MiniLM-L6-v2 (tools/distill_model.py, ≈ 15 min on 2 cores) in its own virtualenv: torch is
-# pinned first to the CPU build (an unpinned resolve would fetch a multi-GB CUDA build), then the
-# rest of tools/model-requirements.txt. Compare the new PROVENANCE.json with the committed one.
+# all-MiniLM-L6-v2 (tools/distill_model.py: ≈ 35 min on 2 cores, ≈ 11 once the teacher's embeddings
+# of the corpus are cached in .venv-model/cache) in its own virtualenv: torch is pinned first to
+# the CPU build (an unpinned resolve would fetch a multi-GB CUDA build), then the rest of
+# tools/model-requirements.txt. Compare the new PROVENANCE.json with the committed one.
 MODEL_VENV := .venv-model
 $(MODEL_VENV)/.installed: tools/model-requirements.txt
 	$(PYTHON) -m venv $(MODEL_VENV)
