@@ -18,6 +18,7 @@ import logging
 import time
 
 from slowave.domain.relevance import Cue
+from slowave.embedding import SemanticChannel
 from slowave.service.context import ServiceContext
 from slowave.service.retrieval import build_catalog
 
@@ -31,12 +32,9 @@ WARM_GRAPH_SECONDS = 10.0
 background (≈ 25 s at 100k rows) while the exact scan answers, as at any scope's first request."""
 
 
-def warm_recent_scopes(ctx: ServiceContext, scopes: int) -> tuple[int, int]:
+def warm_recent_scopes(ctx: ServiceContext, semantic: SemanticChannel, scopes: int) -> tuple[int, int]:
     """Reads the vectors of up to `scopes` recently active scopes, waits for their saved graphs and
     ranks each one's latest task once; returns (scopes, vectors) read."""
-    semantic = ctx.semantic
-    if semantic is None or scopes <= 0:
-        return 0, 0
     with ctx.db.transaction(read_only=True) as uow:
         recent = uow.sessions.recently_active_scopes(scopes)
     warmed: list[tuple[str, str, str]] = []
@@ -70,7 +68,7 @@ def warm_up(ctx: ServiceContext, scopes: int) -> None:
         return
     started = time.monotonic()
     try:
-        warmed, vectors = warm_recent_scopes(ctx, scopes)
+        warmed, vectors = warm_recent_scopes(ctx, ctx.semantic, scopes)
     except Exception as exc:  # a cache: requests read what they need
         log.warning("warm-up skipped: %s", exc)
         return
