@@ -16,9 +16,24 @@ def punctuation_token(token: str) -> bool:
     return bool(text) and all(unicodedata.category(ch).startswith("P") for ch in text)
 
 
-def left_out(vocabulary: dict[str, int], keep_punctuation: bool = False, unknown: str = "[UNK]") -> frozenset[int]:
-    """The ids a text's vector leaves out: the unknown token, and every punctuation token unless
-    `keep_punctuation` (model2vec's own encoding keeps them)."""
+def number_token(token: str) -> bool:
+    """A WordPiece token made only of digits (`2023`, `##65`). A number reaches the tokenizer as
+    arbitrary pieces (`56658` is `56`, `##65`, `##8`) whose vectors say nothing of it; the lexical
+    channel matches numbers exactly. A token with letters (`mp3`, `2nd`) is a word and stays."""
+    text = token[2:] if token.startswith("##") else token
+    return text.isascii() and text.isdigit()
+
+
+def left_out(
+    vocabulary: dict[str, int], keep_punctuation: bool = False, unknown: str = "[UNK]", keep_numbers: bool = True
+) -> frozenset[int]:
+    """The ids a text's vector leaves out: the unknown token, every punctuation token unless
+    `keep_punctuation` (model2vec's own encoding keeps them), and every number token unless
+    `keep_numbers`."""
     return frozenset(
-        i for token, i in vocabulary.items() if token == unknown or (not keep_punctuation and punctuation_token(token))
+        i
+        for token, i in vocabulary.items()
+        if token == unknown
+        or (not keep_punctuation and punctuation_token(token))
+        or (not keep_numbers and number_token(token))
     )

@@ -76,6 +76,24 @@ def test_the_default_server_is_hybrid_and_finds_a_paraphrase_that_shares_no_word
     ]
 
 
+def test_numbers_in_a_claim_do_not_move_its_meaning(server):
+    # The same claim with and without its version, date and ticket number, each alone in a scope
+    # (so no other rule compares them), asked in words it does not share: the same relevance, as
+    # the encoder leaves number tokens out of the mean. Averaging their pieces (16, ., 4, 2024 ...)
+    # in gave the numbered claim 0.54 against 0.85.
+    numbered = "The payments service keeps its ledger in PostgreSQL 16.4, upgraded on 2024-03-18 under ticket 48213."
+    plain = "The payments service keeps its ledger in PostgreSQL."
+    assert not (_words(numbered) | _words(plain)) & _words(PARAPHRASE)
+    found = []
+    for claim in (numbered, plain):
+        scope = new_scope()
+        _store(server.stub, scope, texts=(claim,))
+        page = activate(server.stub, scope, task=PARAPHRASE)
+        assert [m.content for m in page.memories] == [claim]
+        found.append(page.memories[0].ranking.relevance)
+    assert found[0] == found[1] >= 0.35, found
+
+
 def _scope_vectors(server, scope) -> list:
     with server.running.ctx.db.transaction() as uow:
         return uow.vectors.after("local", scope, StaticEncoder.encoder_id, 0)

@@ -59,6 +59,21 @@ def test_the_service_encoder_averages_word_tokens_only(encoder):
     assert not encoder.encode(["?!…—", "$"])[0].any() and encoder.encode(["$"])[0].any()  # symbols stay
 
 
+def test_the_service_encoder_leaves_numbers_out_of_the_mean(encoder):
+    # A number reaches the tokenizer as arbitrary pieces (56658: 56, ##65, ##8): noise in the mean.
+    ports = encoder.encode(
+        ["ledger-worker listens on port 56658", "ledger-worker listens on port 8080", "ledger-worker listens on port"]
+    )
+    np.testing.assert_array_equal(ports[0], ports[1])
+    np.testing.assert_array_equal(ports[0], ports[2])
+    assert not encoder.encode(["2023-06-09 12:30"])[0].any()  # nothing but numbers: no meaning at all
+    # A token with letters is a word and stays (mp3, 2nd), and model2vec's own encoding keeps every number.
+    words = encoder.encode(["an mp3 on the 2nd floor", "an on the floor"])
+    assert not np.array_equal(words[0], words[1])
+    exact = StaticEncoder(keep_punctuation=True).encode(["port 56658", "port 8080"])
+    assert not np.array_equal(exact[0], exact[1])
+
+
 def test_rows_are_unit_length_and_an_empty_text_is_a_zero_row(encoder):
     rows = encoder.encode(["The payments service keeps its ledger in PostgreSQL 16.", "", "???"])
     assert abs(float(np.linalg.norm(rows[0])) - 1.0) < 1e-5

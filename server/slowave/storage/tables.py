@@ -282,7 +282,7 @@ retrievals = Table(
     Column("scope", String(256), nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("page_size", Integer, nullable=False),
-    Column("policy_version", String(256), nullable=False),  # 128 before 0008 (0010 on SQLite)
+    Column("policy_version", String(512), nullable=False),  # 128 before 0008 (0010 on SQLite), 256 before 0015
     Column("cue_number", Integer),  # the cue the catalog was ranked for (cues.number)
     Column("relevant_total", Integer, nullable=False),
     Column("catalog_truncated", Boolean, nullable=False),
