@@ -37,7 +37,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
-from quality import ServerProcess, ServerUnavailable, server_binary  # noqa: E402,F401  (re-exported)
+from quality import ServerProcess, ServerUnavailable, server_binary, server_revision  # noqa: E402,F401  (re-exported)
 from slowave.v1 import memory_service_pb2 as pb  # noqa: E402
 from slowave.v1 import memory_service_pb2_grpc as pb_grpc  # noqa: E402
 from slowave.v1 import resources_pb2 as res  # noqa: E402

@@ -61,7 +61,6 @@ import random
 import re
 import shlex
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -76,7 +75,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
-from harness import ServerProcess, pct  # noqa: E402
+from harness import ServerProcess, pct, server_revision  # noqa: E402
 from slowave.v1 import memory_service_pb2 as pb  # noqa: E402
 from slowave.v1 import memory_service_pb2_grpc as pb_grpc  # noqa: E402
 from slowave.v1 import resources_pb2 as res  # noqa: E402
@@ -582,19 +581,6 @@ def learn_table(run: Run) -> str:
     return out
 
 
-def git_commit() -> str:
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True, text=True
-        ).stdout.strip()
-        return head + (" (with uncommitted changes)" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def summary(run: Run, args: argparse.Namespace, conversations: list[Conversation]) -> str:
     lat = sorted(run.latencies)
     n_turns = sum(len(c.turns) for c in conversations)
@@ -645,7 +631,7 @@ def markdown(run: Run, args: argparse.Namespace, conversations: list[Conversatio
         [
             "# LoCoMo retrieval quality (development half)\n",
             f"Command: `{command}`  \nDate: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC  \n"
-            f"Git commit: `{git_commit()}`  \nServer: {server}  \nretrieval_policy_version: `{run.policy}`\n",
+            f"Git commit: `{server_revision()}`  \nServer: {server}  \nretrieval_policy_version: `{run.policy}`\n",
             "Protocol of ../shared/data/locomo-dev/README.md (see bench/locomo.py's docstring): every turn one `fact` "
             "memory with its session date as `occurred_at`, one scope per conversation; per question one Activate "
             "(page_size 10) plus one continuation page. evidence@k = share of questions with an evidence turn among the "
