@@ -47,7 +47,8 @@ class StaticEncoder:
 
     A text's embedding is the L2-normalised mean of its word tokens' vectors: the tokenizer without
     special tokens, at most 512 tokens, [UNK], punctuation and number tokens dropped. With
-    `keep_punctuation` it is exactly what model2vec's StaticModel computes (the provenance check).
+    `as_model2vec` it averages every token, exactly as model2vec's StaticModel computes (the
+    provenance check).
 
     Why punctuation goes: the model is a bag of tokens, so a full stop or a comma is one more
     "word" averaged into every text, pulling unrelated claims together. Measured on the synthetic
@@ -69,7 +70,7 @@ class StaticEncoder:
     floor_cosine = 0.127
     full_cosine = 0.521
 
-    def __init__(self, path: Path = MODEL_DIR, keep_punctuation: bool = False) -> None:
+    def __init__(self, path: Path = MODEL_DIR, as_model2vec: bool = False) -> None:
         import numpy as np
         from safetensors.numpy import load_file
         from tokenizers import Tokenizer
@@ -83,7 +84,7 @@ class StaticEncoder:
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(int(config.get("max_length", 512)))
         vocabulary = self._tokenizer.get_vocab()
-        self._dropped = left_out(vocabulary, keep_punctuation, keep_numbers=keep_punctuation)
+        self._dropped = left_out(vocabulary, keep_punctuation=as_model2vec, keep_numbers=as_model2vec)
 
     def _ids(self, text: str) -> list[int]:
         dropped = self._dropped

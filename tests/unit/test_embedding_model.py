@@ -37,10 +37,10 @@ def test_provenance_names_the_source_package_and_parameters():
 
 
 def test_the_encoder_reproduces_model2vecs_reference_embeddings():
-    # Keeping punctuation tokens, the encoder is model2vec's StaticModel exactly (the texts end with
-    # a full stop or a question mark); the service's encoder drops them (next test).
+    # Averaging every token, the encoder is model2vec's StaticModel exactly (the texts end with
+    # a full stop or a question mark); the service's encoder drops punctuation and numbers (next tests).
     ref = PROVENANCE["reference_embeddings"]
-    encoder = StaticEncoder(keep_punctuation=True)
+    encoder = StaticEncoder(as_model2vec=True)
     got = encoder.encode(ref["texts"])
     want = np.asarray(ref["vectors"], dtype=np.float32)
     assert got.dtype == np.float32 and got.shape == want.shape == (len(ref["texts"]), encoder.dim)
@@ -70,7 +70,7 @@ def test_the_service_encoder_leaves_numbers_out_of_the_mean(encoder):
     # A token with letters is a word and stays (mp3, 2nd), and model2vec's own encoding keeps every number.
     words = encoder.encode(["an mp3 on the 2nd floor", "an on the floor"])
     assert not np.array_equal(words[0], words[1])
-    exact = StaticEncoder(keep_punctuation=True).encode(["port 56658", "port 8080"])
+    exact = StaticEncoder(as_model2vec=True).encode(["port 56658", "port 8080"])
     assert not np.array_equal(exact[0], exact[1])
 
 
