@@ -36,6 +36,7 @@ from slowave.dense_index import VectorIndex
 from slowave.embedding import StaticEncoder
 
 K = 100
+TIE = 1e-5  # float32 products of one vector with equal rows may differ in the last bits
 
 
 def sentences(table: np.ndarray, vocab: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -244,8 +245,10 @@ def agent_store(enc: StaticEncoder, n: int, limit: int = 16) -> None:
     """What the dense candidates miss on a store of alike agent claims: bench/perf.py's scope
     (harness.PreloadStream: the retrieval corpus's memories, then templated claims), asked its task
     cues (scale.py's service questions and the corpus's queries). For each cue, is its exact
-    nearest memory among VectorIndex's `limit` candidates (the service asks for 16)? With the
-    policy's graph links and loose share, with 1 % loose, and as before 2026-12-05 (16 links, 1 %)."""
+    nearest memory among VectorIndex's `limit` candidates (the service asks for 16)? Claims that
+    differ only in their numbers have one vector (the encoder leaves number tokens out), so the
+    nearest is any memory at the best cosine: a cue counts as found when a candidate has it. With
+    the policy's graph links and loose share, with 1 % loose, and as before 2026-12-05 (16 links, 1 %)."""
     import random
 
     from harness import PreloadStream, service_cue
@@ -258,13 +261,15 @@ def agent_store(enc: StaticEncoder, n: int, limit: int = 16) -> None:
     cues = [service_cue(rng) for _ in range(300)] + [q.text for q in stream.corpus().queries][:300]
     queries = enc.encode(cues).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-    nearest = np.array([int(np.argmax(x @ q)) for q in queries])
-    strong = np.array([float(x[i] @ q) >= 0.7 for i, q in zip(nearest, queries)])
+    best = np.array([float((x @ q).max()) for q in queries])
+    strong = best >= 0.7
+    distinct = len(np.unique(x, axis=0))
     print(
-        f"Agent store ({n:,} of perf.py's memories, {len(cues)} task cues, {strong.sum()} with a nearest at "
-        f"cosine ≥ 0.7): the cue's exact nearest among VectorIndex's {limit} candidates"
+        f"Agent store ({n:,} of perf.py's memories, {distinct:,} distinct vectors, {len(cues)} task cues, "
+        f"{strong.sum()} with a nearest at cosine ≥ 0.7): a memory at the cue's best cosine among "
+        f"VectorIndex's {limit} candidates"
     )
-    print("\n| links | loose share | loose rows | exact nearest found | … of cues with a nearest ≥ 0.7 | ms / query |")
+    print("\n| links | loose share | loose rows | best cosine found | … of cues with a nearest ≥ 0.7 | ms / query |")
     print("|---:|---:|---:|---:|---:|---:|")
     policy = (dense_index.ANN_CONNECTIVITY, dense_index.LOOSE_SHARE)
     for links, share, note in ((16, 0.01, " (before 2026-12-05)"), (policy[0], 0.01, ""), (*policy, " (policy)")):
@@ -273,7 +278,10 @@ def agent_store(enc: StaticEncoder, n: int, limit: int = 16) -> None:
             repo, index = Repo(x), VectorIndex("bench", background=False)
             index.similarities(repo, "t", "s", queries[0], [], limit)
             found = np.array(
-                [int(i) + 1 in index.similarities(repo, "t", "s", q, [], limit) for i, q in zip(nearest, queries)]
+                [
+                    max(index.similarities(repo, "t", "s", q, [], limit).values()) >= b - TIE
+                    for b, q in zip(best, queries)
+                ]
             )
             ms = per_query(lambda q: index.similarities(repo, "t", "s", q, [], limit), queries)
             loose = len(index._scopes[("t", "s")].loose_positions)
