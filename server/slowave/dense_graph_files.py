@@ -4,7 +4,8 @@ in every server process, while searches scan the rows it lacks exactly).
 
 A file is a cache, never a source of truth. It holds one header line (JSON) and the graph as
 usearch saved it; the header names the encoder, the graph's parameters, how many of the scope's
-rows it covers and a digest of those rows' numbers and float32 vectors. A graph is loaded only
+rows it covers, how many nodes it has (identical vectors share one: dense_index) and a digest of
+those rows' numbers and float32 vectors. A graph is loaded only
 when the scope's first rows, as just read from the database, have exactly that digest; any other
 file (another encoder, rows erased or restored from a backup, a torn write) is deleted and the
 graph built anew. A file is written whole and renamed into place.
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2  # 2: one node per distinct vector, counted in the header ("nodes")
 SUFFIX = ".graph"
 
 CountVectors = Callable[[str, str, str, int], int]
@@ -74,6 +75,7 @@ class GraphFiles:
             "format": FORMAT,
             "encoder": encoder_id,
             "rows": rows,
+            "nodes": len(graph),
             "last_number": last,
             "digest": digest(numbers, matrix, rows),
             **params,
@@ -161,7 +163,7 @@ class GraphFiles:
             except Exception as exc:  # a truncated or corrupt graph: build anew
                 log.warning("dense graph %s not loadable: %s", target, exc)
                 graph = None
-        if graph is None or len(graph) != rows:
+        if graph is None or len(graph) != header.get("nodes"):
             if delete_invalid:
                 log.info("dense graph %s does not match the scope's rows: deleted, building anew", target.name)
                 target.unlink(missing_ok=True)

@@ -17,10 +17,19 @@ loose (the scope has taken in claims of a new kind), the centres are measured ag
 returned is exact (float32). Where graphs are saved (dense_graph_files), one process of a server
 extends and saves them; its other processes take the saved graphs (`VectorIndex.follower`) and
 scan the rows stored since exactly, rather than each adding every new row to a graph of its own.
+
+Identical vectors share one node of the graph: the first row with a vector is its node, the later
+ones its *twins*, returned with it. Claims that differ only in their numbers have one vector (the
+encoder leaves number tokens out), and a graph holding many identical vectors is hard to search:
+on bench/perf.py's 100k store, 4,250 distinct vectors among 100,000 rows, a memory at the cue's
+best cosine was among the 16 candidates for 0.893 of 600 task cues with every row a node, and for
+all of them with twins (bench/results/history.md, 2026-12-06).
 """
 
 from __future__ import annotations
 
+import bisect
+import hashlib
 import logging
 import math
 import threading
@@ -37,8 +46,9 @@ ANN_MIN_ROWS = 20_000
 """Below this many vectors a scope is scanned exactly (≈ 1 ms); from it on, an HNSW graph serves."""
 ANN_CONNECTIVITY = 32
 """Links per vector. On bench/perf.py's 100k store with the 5 % loose scan (bench/dense.py, 600 task
-cues) 32 links find each cue's exact nearest for 0.935 of them, 0.992 where it has a cosine ≥ 0.7,
-against 0.892 and 0.946 with 16, at the same search time; on random sentences recall@16 0.745 →
+cues) 32 links found each cue's exact nearest for 0.935 of them, 0.992 where it has a cosine ≥ 0.7,
+against 0.892 and 0.946 with 16, at the same search time (numbers still in the vectors, before twins;
+with both, 1.000 either way); on random sentences recall@16 0.745 →
 0.815 at +0.1–0.6 ms per search (noisy). At 100k on that store the graph takes 85 MB against 51 in
 memory, 40 against 28 MB on disk, and 8.3 against 7.1 s to build (history, 2026-12-05)."""
 ANN_EXPANSION_ADD = 128
@@ -159,6 +169,11 @@ class _Scope:
     graph_ready: threading.Event = field(default_factory=threading.Event)
     """Set once the first graph is published (built or loaded); extending it comes after."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+    twins: dict[int, list[int]] = field(default_factory=dict)
+    """The graph's node of a vector (its first row) -> the later rows with the same vector, ascending."""
+    _nodes: dict[bytes, int] = field(default_factory=dict)
+    """Digest of a vector -> its node, for the rows registered so far (`graph_keys`)."""
+    _registered: int = 0
 
     def append(self, numbers: Any, rows: Any) -> None:
         import numpy as np
@@ -175,6 +190,42 @@ class _Scope:
         self.matrix[self.size : need] = rows
         self.numbers[self.size : need] = numbers
         self.size = need
+
+    def graph_keys(self, start: int, end: int) -> Any:
+        """The rows of [start, end) that are nodes of the graph: those whose vector no earlier row
+        has. The others are recorded as twins of that row's node. Rows are registered once, in order,
+        by the one thread that builds or extends the graph (a saved graph's rows too: its process
+        kept the same first rows, as rows never change)."""
+        import numpy as np
+
+        assert start == self._registered, (start, self._registered)
+        nodes, twins, keys = self._nodes, self.twins, []
+        for position in range(start, end):
+            # 16 bytes of blake2b: no two different vectors of a scope share one.
+            key = hashlib.blake2b(self.matrix[position].tobytes(), digest_size=16).digest()
+            node = nodes.setdefault(key, position)
+            if node == position:
+                keys.append(position)
+            else:
+                twins.setdefault(node, []).append(position)
+        self._registered = end
+        return np.asarray(keys, dtype=np.uint64)
+
+    def with_twins(self, nodes: Any, below: int, limit: int) -> Any:
+        """The rows of the graph's `nodes` and, for each, up to `limit` of its newest twins under
+        `below` (the rows the graph covers; later ones are scanned anyway)."""
+        import numpy as np
+
+        twins = self.twins
+        if not twins:
+            return nodes
+        extra: list[int] = []
+        for node in nodes.tolist():
+            rows = twins.get(node)
+            if rows:
+                end = bisect.bisect_left(rows, below)
+                extra += rows[max(0, end - limit) : end]
+        return np.unique(np.concatenate([nodes, np.asarray(extra, dtype=np.int64)])) if extra else nodes
 
     def measured(self, fit: _Fit, loose: Any, rows: int) -> None:
         """Publishes a fit measured over rows [0, rows) and their loose positions (under the lock)."""
@@ -312,9 +363,11 @@ class VectorIndex:
                 if loaded is not None:
                     graph, n = loaded
                     entry.saved_rows = n
+                    entry.graph_keys(0, n)
                 else:
                     graph = _new_graph(entry.dim)
-                    graph.add(np.arange(n, dtype=np.uint64), matrix[:n], threads=1)
+                    keys = entry.graph_keys(0, n)
+                    graph.add(keys, matrix[keys], threads=1)
                 log.info(
                     "dense index: graph of %d vectors %s in %.2f s",
                     n,
@@ -358,7 +411,9 @@ class VectorIndex:
                     continue
                 with entry.lock:
                     rows = entry.matrix[start:end]
-                    entry.ann.add(np.arange(start, end, dtype=np.uint64), rows, threads=1)
+                    keys = entry.graph_keys(start, end)
+                    if len(keys):
+                        entry.ann.add(keys, entry.matrix[keys], threads=1)
                     loose = np.flatnonzero(entry.fit.of(rows) < entry.fit.cut)
                     if len(loose):  # new arrays, published whole: a search may hold the old ones
                         entry.loose_positions = np.concatenate([entry.loose_positions, start + loose])
@@ -410,6 +465,7 @@ class VectorIndex:
         if loaded is None or loaded[1] <= have:
             return False
         graph, rows = loaded
+        entry.graph_keys(have, rows)
         added = matrix[have:rows]
         loose = np.flatnonzero(entry.fit.of(added) < entry.fit.cut)
         with entry.lock:
@@ -476,7 +532,8 @@ class VectorIndex:
             scanned = 0
             if entry.ann is not None:
                 scanned = entry.ann_rows
-                graph = np.asarray(entry.ann.search(query, min(k, scanned), threads=1).keys, dtype=np.int64)
+                nodes = np.asarray(entry.ann.search(query, min(k, scanned), threads=1).keys, dtype=np.int64)
+                graph = entry.with_twins(nodes, scanned, k)
                 loose_positions, loose_vectors = entry.loose_positions, entry.loose_vectors
         # Matrix-vector products through BLAS on one thread (the server limits it: slowave.api.blas).
         # On OpenBLAS's own threads a product of a few thousand rows left them spinning: the 5,000

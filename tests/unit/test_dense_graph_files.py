@@ -287,3 +287,22 @@ def test_a_following_process_adding_rows_itself_takes_a_graph_saved_meanwhile(tm
     assert saved > 2000 + sum(added_by_follower), "the leader saved its extended graph"
     assert entry.ann_rows == saved and entry.saved_rows == saved, "the follower took it"
     assert sum(added_by_follower) < 100, f"added {sum(added_by_follower)} of the 600 rows itself"
+
+
+def test_a_saved_graph_with_one_node_per_distinct_vector_is_loaded_with_its_twins(tmp_path, graph_adds):
+    # 1,500 rows, 500 of them copies of one vector: the graph saved has 1,001 nodes, and the next
+    # start loads it (not built anew) and finds the copies through their node.
+    distinct = _unit(np.random.default_rng(3), 1001)
+    vectors = np.concatenate([distinct, np.repeat(distinct[:1], 499, axis=0)])
+    repo = FakeRepo()
+    repo.add(vectors, 1)
+    before = _search(_index(GraphFiles(tmp_path)), repo, vectors[:1], k=16)
+    assert graph_adds == [1001]
+
+    graph_adds.clear()
+    again = _index(GraphFiles(tmp_path))
+    got = again.similarities(repo, "t", "s", vectors[0], [], 16)
+    assert graph_adds == [], "loaded, not built"
+    assert len(again._scopes[("t", "s")].ann) == 1001
+    copies = {1, *range(1002, 1501)}
+    assert set(got) <= copies and len(got) == 16 and sorted(got) == before[0]

@@ -21,6 +21,14 @@ def encoder() -> StaticEncoder:
     return StaticEncoder()
 
 
+@pytest.fixture(scope="module")
+def alike() -> StaticEncoder:
+    """Every token averaged in, numbers too, so templated claims that differ only in their numbers
+    are alike but each has a vector of its own (the service's encoder gives them one vector: see
+    the twins tests)."""
+    return StaticEncoder(as_model2vec=True)
+
+
 class FakeRepo:
     """A unit of work with the two vector reads VectorIndex makes, over an in-memory list of
     (number, vector)."""
@@ -138,10 +146,10 @@ def test_dense_index_serves_rows_the_graph_lacks_by_exact_scan():
     assert entry.ann_rows == entry.size == 1040
 
 
-def test_a_paraphrase_sharing_no_word_is_a_dense_candidate_through_the_graph(encoder):
+def test_a_paraphrase_sharing_no_word_is_a_dense_candidate_through_the_graph(encoder, alike):
     """At and above the graph threshold the dense channel still finds, on its own, a memory that
     shares no word with the cue, among thousands of templated claims."""
-    texts, vectors = _templated(encoder, 3000)
+    texts, vectors = _templated(alike, 3000)
     unlike = encoder.encode([UNLIKE[0][0]])
     repo, index = FakeRepo(), VectorIndex("enc", ann_min_rows=1000, background=False)
     repo.add(np.vstack([vectors, unlike]), start=1)
@@ -171,12 +179,12 @@ class _BulkOnlyGraph:
         pass  # what it is given later, it never returns either
 
 
-def test_claims_unlike_the_scopes_bulk_are_loose_and_found_where_the_graph_misses_them(encoder):
+def test_claims_unlike_the_scopes_bulk_are_loose_and_found_where_the_graph_misses_them(encoder, alike):
     """The few claims that fit the scope worst are scanned exactly by every search: a memory unlike
     the thousands of claims around it, which a paraphrase means, is found even when the graph
     never returns it. The loose rows are about LOOSE_SHARE of the scope, and a loose claim stored
     after the graph was built becomes loose too."""
-    _, vectors = _templated(encoder, 3000)
+    _, vectors = _templated(alike, 3000)
     unlike = encoder.encode([claim for claim, _ in UNLIKE])
     rng = np.random.default_rng(11)
     at = np.sort(rng.choice(len(vectors), len(UNLIKE) - 1, replace=False))  # inside the graph's snapshot
@@ -203,13 +211,13 @@ def test_claims_unlike_the_scopes_bulk_are_loose_and_found_where_the_graph_misse
         assert got[number] == pytest.approx(float(entry.matrix[number - 1] @ encoder.encode([cue])[0]), abs=1e-5)
 
 
-def test_every_claim_of_a_minority_kind_is_loose_and_found_where_the_graph_misses_it(encoder):
+def test_every_claim_of_a_minority_kind_is_loose_and_found_where_the_graph_misses_it(encoder, alike):
     """Not only a lone unlike claim: a kind of claim that makes up a few percent of a scope of alike
     ones fits the scope's centres worst too, and a graph misses it the same way (on bench/perf.py's
     100k store a 1 % loose scan left the cue's exact nearest unfound for 30 % of 600 cues, most of
     them among the worst-fitting 1–3 %). Here the kind is 3 % of the scope: every one of its claims
     is loose, so a search for it finds it even when the graph never returns it."""
-    _, bulk = _templated(encoder, 3000)
+    _, bulk = _templated(alike, 3000)
     people = ["Priya", "Chen", "Fatima", "Lars", "Amara", "Diego", "Yuki", "Omar", "Ines", "Kofi"]
     habits = ["written design reviews", "pairing sessions", "recorded demos", "long RFC threads", "whiteboard sketches"]
     kind = [
@@ -231,8 +239,8 @@ def test_every_claim_of_a_minority_kind_is_loose_and_found_where_the_graph_misse
         assert int(position) + 1 in got
 
 
-def test_results_hold_each_memory_once_when_the_graph_and_the_loose_rows_both_find_it(encoder):
-    _, vectors = _templated(encoder, 2000)
+def test_results_hold_each_memory_once_when_the_graph_and_the_loose_rows_both_find_it(alike):
+    _, vectors = _templated(alike, 2000)
     repo, index = FakeRepo(), VectorIndex("enc", ann_min_rows=1000, background=False)
     repo.add(vectors, start=1)
     index.similarities(repo, "t", "s", vectors[0], also=[], limit=16)
@@ -312,3 +320,31 @@ def test_concurrent_first_searches_of_a_scope_read_its_vectors_once():
         t.join(timeout=60)
     assert repo.reads == 1
     assert len(results) == 8 and all(1 in r for r in results)
+
+
+def test_identical_vectors_share_one_node_and_come_back_with_it(encoder):
+    """Claims that differ only in their numbers have one vector: the graph holds one node per
+    distinct vector, and a search returns that node's rows (its newest twins, up to the limit), as
+    an exact scan would find them; rows added later join their node's twins."""
+    texts = [
+        f"The {s} service listens on port {1024 + i}." for i, s in enumerate(["billing-api", "search-worker"] * 900)
+    ]
+    rng = np.random.default_rng(11)
+    vectors = np.concatenate([encoder.encode(texts), _unit(rng, 1200)])  # 2 distinct + 1,200 others
+    repo, index = FakeRepo(), VectorIndex("enc", ann_min_rows=1000, background=False)
+    repo.add(vectors, start=1)
+    query = encoder.encode(["Which port does the billing-api service listen on?"])[0]
+    got = index.similarities(repo, "t", "s", query, also=[], limit=16)
+    entry = index._scopes[("t", "s")]
+    assert entry.ann_rows == 3000 and len(entry.ann) == 2 + 1200
+    billing = {n for n, text in enumerate(texts, start=1) if "billing" in text}
+    # One node holds the billing claims; the candidates are its rows, all at the best cosine.
+    assert set(got) <= billing and len(got) == 16, sorted(got)
+
+    # 300 more rows of the same vectors: twins of the nodes the graph has, not nodes of their own.
+    repo.add(encoder.encode(texts[:300]), start=3001)
+    index.similarities(repo, "t", "s", query, also=[], limit=16)
+    assert entry.ann_rows == 3300 and len(entry.ann) == 2 + 1200
+    got = index.similarities(repo, "t", "s", query, also=[], limit=16)
+    assert set(got) <= billing | set(range(3001, 3301, 2)) and len(got) == 16
+    assert len([n for n in got if n > 3000]) >= 15  # the node's newest twins
