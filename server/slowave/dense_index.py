@@ -193,22 +193,23 @@ class _Scope:
 
     def graph_keys(self, start: int, end: int) -> Any:
         """The rows of [start, end) that are nodes of the graph: those whose vector no earlier row
-        has. The others are recorded as twins of that row's node. Rows are registered once, in order,
-        by the one thread that builds or extends the graph (a saved graph's rows too: its process
-        kept the same first rows, as rows never change)."""
+        has. The others are recorded as twins of that row's node. Rows are registered in order, by
+        the one thread that builds or extends the graph (a saved graph's rows too: its process kept
+        the same first rows, as rows never change); rows asked for again, after a graph add that
+        failed, get the same answer and are not recorded twice."""
         import numpy as np
 
-        assert start == self._registered, (start, self._registered)
-        nodes, twins, keys = self._nodes, self.twins, []
+        assert start <= self._registered, (start, self._registered)
+        nodes, twins, keys, known = self._nodes, self.twins, [], self._registered
         for position in range(start, end):
             # 16 bytes of blake2b: no two different vectors of a scope share one.
             key = hashlib.blake2b(self.matrix[position].tobytes(), digest_size=16).digest()
             node = nodes.setdefault(key, position)
             if node == position:
                 keys.append(position)
-            else:
+            elif position >= known:  # rows asked again (a graph add that failed) are twins already
                 twins.setdefault(node, []).append(position)
-        self._registered = end
+        self._registered = max(known, end)
         return np.asarray(keys, dtype=np.uint64)
 
     def with_twins(self, nodes: Any, below: int, limit: int) -> Any:

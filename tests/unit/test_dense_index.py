@@ -348,3 +348,15 @@ def test_identical_vectors_share_one_node_and_come_back_with_it(encoder):
     got = index.similarities(repo, "t", "s", query, also=[], limit=16)
     assert set(got) <= billing | set(range(3001, 3301, 2)) and len(got) == 16
     assert len([n for n in got if n > 3000]) >= 15  # the node's newest twins
+
+
+def test_rows_asked_for_again_get_the_same_nodes_and_no_second_twin():
+    rng = np.random.default_rng(12)
+    distinct = _unit(rng, 5)
+    entry = dense_index._Scope(128)
+    entry.append(np.arange(1, 11), np.concatenate([distinct, distinct]))  # rows 5-9 repeat rows 0-4
+    first = entry.graph_keys(0, 8)
+    assert first.tolist() == [0, 1, 2, 3, 4] and entry.twins == {0: [5], 1: [6], 2: [7]}
+    again = entry.graph_keys(3, 10)  # as after an add of rows 3-7 that failed
+    assert again.tolist() == [3, 4] and entry.twins == {0: [5], 1: [6], 2: [7], 3: [8], 4: [9]}
+    assert entry.with_twins(np.array([0, 4]), below=9, limit=16).tolist() == [0, 4, 5]
