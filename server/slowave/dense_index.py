@@ -226,7 +226,8 @@ class _Scope:
             if rows:
                 end = bisect.bisect_left(rows, below)
                 extra += rows[max(0, end - limit) : end]
-        return np.unique(np.concatenate([nodes, np.asarray(extra, dtype=np.int64)])) if extra else nodes
+        # Twins are no node and each row is the twin of one node only: nothing to deduplicate.
+        return np.concatenate([nodes, np.asarray(extra, dtype=np.int64)]) if extra else nodes
 
     def measured(self, fit: _Fit, loose: Any, rows: int) -> None:
         """Publishes a fit measured over rows [0, rows) and their loose positions (under the lock)."""
