@@ -188,7 +188,7 @@ def test_the_newer_version_of_a_fact_ranks_above_the_older(stub, scope, monkeypa
 
     # With the rule switched off (the server runs in this process) the older one is first on its
     # words: the rule is what moved it.
-    monkeypatch.setattr(service_retrieval, "version_pairs", lambda admitted, memories: ([], []))
+    monkeypatch.setattr(service_retrieval, "version_pairs", lambda admitted, memories, stored=None: ([], []))
     without = activate(stub, scope, task=f"Which Postgres version does {s} use for its primary database?")
     assert [m.memory_id for m in without.memories].index(old) < [m.memory_id for m in without.memories].index(new)
     # The first page's warning came from the rule's own comparisons; the page check, asked afresh
@@ -268,3 +268,95 @@ def test_an_older_version_is_found_though_its_name_fills_the_session_context_aro
     assert new.disposition == pb.DISPOSITION_CREATED
     assert list(new.possibly_supersedes) == [old.memory_id]
     commit(stub, a.session_id)
+
+
+def _stored_shapes(server, numbers: list[int]) -> dict[int, tuple[str, str | None]]:
+    """(content, claim_shape) of these memories, read outside the service."""
+    from sqlalchemy import select
+
+    from slowave.storage import tables as t
+    from tests.support import raw_engine
+
+    engine = raw_engine(server.database_url)
+    try:
+        with engine.connect() as conn:
+            m = t.memories
+            rows = conn.execute(select(m.c.number, m.c.content, m.c.claim_shape).where(m.c.number.in_(numbers)))
+            return {r.number: (r.content, r.claim_shape) for r in rows}
+    finally:
+        engine.dispose()
+
+
+def _number(memory_id: str) -> int:
+    return int(memory_id[4:])
+
+
+def test_flags_and_the_version_check_read_each_older_claims_stored_shape(make_server, monkeypatch):
+    """Each claim's shape is parsed at Remember and stored with it (migration 0016). In a process
+    that has cached no shape yet (one that just started), a flag and Activate's version check read
+    the older claims' stored records: the only claim parsed is the one being remembered."""
+    from slowave.domain import near_duplicates as nd
+
+    server = make_server()
+    scope, s = new_scope("shapes"), service()
+    a = activate(server.stub, scope, task=f"Note the ports of {s}")
+    old = remember(server.stub, a.session_id, scope, f"{s} listens on port 8080 in production.")
+    other = remember(server.stub, a.session_id, scope, f"{s} writes its logs to Loki.")
+    for content, record in _stored_shapes(server, [_number(old.memory_id), _number(other.memory_id)]).values():
+        assert record == nd.shape_record(nd.parse_claim(content))
+
+    parsed: list[str] = []
+    parse = nd.parse_claim
+    monkeypatch.setattr(nd, "parse_claim", lambda text: parsed.append(text) or parse(text))
+    monkeypatch.setattr(nd, "SHAPES", nd.ShapeCache(nd.SHAPE_CACHE))  # nothing cached
+    new_text = f"{s} listens on port 9090 in production."
+    new = remember(server.stub, a.session_id, scope, new_text)
+    assert list(new.possibly_supersedes) == [old.memory_id] and list(new.similar) == []
+    assert parsed == [new_text]
+
+    monkeypatch.setattr(nd, "SHAPES", nd.ShapeCache(nd.SHAPE_CACHE))
+    parsed.clear()
+    page = activate(server.stub, scope, task=f"Which port does {s} listen on in production?")
+    ids = [m.memory_id for m in page.memories]
+    assert ids.index(new.memory_id) < ids.index(old.memory_id)  # the newer version first
+    assert [w.code for w in page.warnings if w.code == "conflicting_memories"]
+    assert parsed == []
+    commit(server.stub, a.session_id)
+
+
+def test_a_starting_server_stores_the_shapes_its_active_memories_lack(make_server):
+    """Memories stored before migration 0016 (no record) or under another parse (an older
+    version's record) get their records when a server starts on the store, before it serves;
+    a retired memory is left as it is."""
+    from sqlalchemy import update
+
+    from slowave.domain import near_duplicates as nd
+    from slowave.storage import tables as t
+    from tests.support import raw_engine
+
+    first = make_server()
+    scope, s = new_scope("shapes"), service()
+    a = activate(first.stub, scope, task=f"Note the ports of {s}")
+    ids = [
+        remember(first.stub, a.session_id, scope, text).memory_id
+        for text in (f"{s} listens on port 8080.", f"{s} runs Python 3.11.", f"{s} is owned by Team Vega.")
+    ]
+    commit(first.stub, a.session_id)
+    first.stop()
+    none, older, retired = (_number(i) for i in ids)
+    engine = raw_engine(first.database_url)
+    try:
+        with engine.begin() as conn:
+            m = t.memories
+            conn.execute(update(m).where(m.c.number.in_([none, retired])).values(claim_shape=None))
+            conn.execute(update(m).where(m.c.number == older).values(claim_shape='["s0-00000000",[],0,[],"","",0]'))
+            conn.execute(update(m).where(m.c.number == retired).values(status="retired"))
+    finally:
+        engine.dispose()
+
+    make_server(database_url=first.database_url)
+    stored = _stored_shapes(first, [none, older, retired])
+    for n in (none, older):
+        content, record = stored[n]
+        assert record == nd.shape_record(nd.parse_claim(content))
+    assert stored[retired][1] is None

@@ -368,7 +368,7 @@ def test_an_occasion_erasure_strips_is_read_afresh_by_the_running_server(make_se
     server's next retrieval scores the occasion without them."""
     # The two totals also read as two versions of one fact, which would order them on their own
     # (the server runs in this process): this test watches the occasion alone.
-    monkeypatch.setattr(service_retrieval, "version_pairs", lambda admitted, memories: ([], []))
+    monkeypatch.setattr(service_retrieval, "version_pairs", lambda admitted, memories, stored=None: ([], []))
     server = make_server()
     scope = new_scope("erase")
     a = activate(server.stub, scope, task="notes", initial_goal="notes")
@@ -393,7 +393,7 @@ def test_an_erased_scopes_occasion_numbers_are_never_reused(make_server, monkeyp
     """Erasing a scope deletes its occasions; the claims remembered afterwards open new occasions
     under numbers never used before, so the server's cached term profile of an erased occasion
     (storage.occasions, by number and revision) never stands in for a new one."""
-    monkeypatch.setattr(service_retrieval, "version_pairs", lambda admitted, memories: ([], []))  # as above
+    monkeypatch.setattr(service_retrieval, "version_pairs", lambda admitted, memories, stored=None: ([], []))  # as above
     server = make_server()
     scope = new_scope("erase")
 

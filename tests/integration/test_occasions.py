@@ -127,7 +127,7 @@ def test_an_occasion_that_grows_is_read_afresh(any_server, scope, request, monke
     # day joins one, and the next retrieval sees what it added. The two totals also read as two
     # versions of one fact, which would order them on its own (the server runs in this process):
     # this test watches the occasion alone.
-    monkeypatch.setattr(service_retrieval, "version_pairs", lambda admitted, memories: ([], []))
+    monkeypatch.setattr(service_retrieval, "version_pairs", lambda admitted, memories, stored=None: ([], []))
     stub = any_server.stub
     question = "What was the total cost of the offsite?"
     _store(stub, scope, ["The total cost was 55k.", "We replaced the office printers."], [DAY1, DAY1])

@@ -36,6 +36,7 @@ from slowave.service.consolidation import Consolidator
 from slowave.service.context import ServiceContext
 from slowave.service.reaper import Reaper
 from slowave.service.retrieval import policy_version
+from slowave.service.shape_backfill import backfill_shapes
 from slowave.service.vector_backfill import backfill
 from slowave.service.warm_up import warm_up
 from slowave.storage.database import Database, WalCheckpointer
@@ -160,6 +161,8 @@ def start_server(settings: Settings, clock: Clock | None = None) -> RunningServe
     if port == 0:
         raise RuntimeError(f"could not bind {settings.listen_addr}")
     backfilled = backfill(ctx) if settings.background_work else 0  # before serving: see vector_backfill
+    if settings.background_work:
+        backfill_shapes(ctx)
     warm_up(ctx, settings.warm_scopes)  # before serving: see service.warm_up
     server.start()
     for name in ("", SERVICE_NAME):
@@ -289,6 +292,7 @@ def _supervise(settings: Settings) -> None:
         ctx = ServiceContext(db=db, settings=settings, semantic=load_semantic_channel(settings.semantic))
         prepare_security(ctx)
         backfill(ctx)
+        backfill_shapes(ctx)
     finally:
         db.dispose()
     supervised = supervisor.Supervisor(settings)

@@ -35,10 +35,13 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from functools import lru_cache
-from typing import TypeVar
+import json
+import threading
+import zlib
+from collections import OrderedDict
+from typing import NamedTuple, TypeVar
 
-from slowave.domain.terms import STOP_WORDS, stem_words, terms, words
+from slowave.domain.terms import STOP_WORDS, TERMS_VERSION, stem_words, terms, words
 from slowave.domain.text import normalize_claim
 
 # Without a kept name, what a claim is about is its wording: at least this many terms kept.
@@ -102,8 +105,10 @@ class Relation(Enum):
     SUPERSEDES = "possibly_supersedes"
 
 
-@dataclass(frozen=True, slots=True)
-class Slot:
+class Slot(NamedTuple):
+    """A run of adjacent value tokens (module docstring). A named tuple, not a frozen dataclass:
+    a stored shape builds its slots again on every read, five times faster so."""
+
     value: str
     head: str
     """The slot's words without digits ("postgres" of "Postgres 16"): a version change keeps it."""
@@ -182,19 +187,59 @@ def _value_form(word: str) -> str:
     return sys.intern(word)
 
 
-# Remember's flags parse the claims that share a new claim's rarest words: older claims anywhere in
-# the scope, each again and again as later claims name the same ticket, port or person. A cache
-# smaller than the scope missed most of them at 100k memories (≈ 0.1 ms a parse, ten per claim);
-# at ≈ 2 KB a shape (slotted classes, interned terms and values, one set where the wording and the
-# core coincide: 2.3 → 2.0 KB on templated claims, 2.1 → 1.7 KB on the quality corpus) this one
-# holds a 100k-memory scope in ≈ 250 MB.
-SHAPE_CACHE = 131_072
+# A claim's shape is parsed once, when it is remembered, and stored with its memory as a record
+# (`shape_record`, memories.claim_shape): Remember's flags and Activate's version check read the
+# records of the older claims they compare (≈ 12 µs to decode against ≈ 50 µs to parse), so this
+# process cache only spares the decoding of the claims compared most. Before the records it held
+# every claim of a scope, ≈ 1.8 KB each (≈ 190 MB per process at 100k memories), and a process
+# that had just started parsed each claim again (bench/results/history.md, 2026-12-06 11:00).
+SHAPE_CACHE = 16_384
 
 
-@lru_cache(maxsize=SHAPE_CACHE)
+class ShapeCache:
+    """The shapes of the claims compared last, by text (least recently used out); thread-safe."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._shapes: OrderedDict[str, ClaimShape] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> ClaimShape | None:
+        with self._lock:
+            found = self._shapes.get(text)
+            if found is not None:
+                self._shapes.move_to_end(text)
+            return found
+
+    def put(self, text: str, parsed: ClaimShape) -> None:
+        with self._lock:
+            self._shapes[text] = parsed
+            if len(self._shapes) > self.capacity:
+                self._shapes.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._shapes)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._shapes.clear()
+
+
+SHAPES = ShapeCache(SHAPE_CACHE)
+
+
 def shape(text: str) -> ClaimShape:
-    """The wording terms and value slots of a claim. Cached by text: a stored memory's text never
-    changes, and Remember's flags and the page check compare the same texts again and again."""
+    """The wording terms and value slots of a claim, parsed (`parse_claim`) unless cached: a stored
+    memory's text never changes, and the same claims are compared again and again."""
+    found = SHAPES.get(text)
+    if found is None:
+        found = parse_claim(text)
+        SHAPES.put(text, found)
+    return found
+
+
+def parse_claim(text: str) -> ClaimShape:
+    """The wording terms and value slots of a claim (module docstring)."""
     # The tokens and the text before each (`_TOKEN` is one group: split keeps what it matches).
     parts = _TOKEN.split(text)
     tokens = parts[1::2]
@@ -374,6 +419,89 @@ def shape(text: str) -> ClaimShape:
     )
 
 
+# ------------------------------------------------------------------ shapes stored with their memories
+
+# Names the parse a stored record holds: its layout and every rule `parse_claim` reads a claim by
+# (the terms' stemmer and stop words included). A record of another version is never decoded; the
+# claim is parsed again (and the server's start stores the record anew: service.shape_backfill).
+# Bump SHAPE_RULES with any change of parse_claim or of the word lists above.
+SHAPE_RULES = 1
+SHAPE_RECORD_VERSION = f"s{SHAPE_RULES}-{zlib.crc32(TERMS_VERSION.encode()):08x}"
+SHAPE_RECORD_PREFIX = json.dumps([SHAPE_RECORD_VERSION])[:-1] + ","
+
+
+def shape_record(parsed: ClaimShape) -> str:
+    """A claim's shape as stored with its memory: compact JSON, its version first. The normalised
+    text and the values are not stored (the content gives the one, the slots the other)."""
+    slots = [
+        [
+            slot.value,
+            0 if slot.head == slot.value else slot.head,
+            slot.before,
+            slot.after,
+            int(slot.identifier) | int(slot.side) << 1,
+            *slot.frame,
+        ]
+        for slot in parsed.slots
+    ]
+    core = 0 if parsed.core is parsed.wording else sorted(parsed.core)
+    fields = [SHAPE_RECORD_VERSION, sorted(parsed.wording), core, slots, *parsed.last, int(parsed.last_is_value)]
+    return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+
+
+def shape_from_record(text: str, record: str | None) -> ClaimShape | None:
+    """The shape a record holds for the claim `text`, or None when there is no record of this
+    version (the claim is then parsed)."""
+    if not record or not record.startswith(SHAPE_RECORD_PREFIX):
+        return None
+    _version, wording_terms, core_terms, slot_fields, last_kind, last_item, last_is_value = json.loads(record)
+    intern = sys.intern
+    wording = frozenset(map(intern, wording_terms))
+    slots = tuple(
+        Slot(
+            intern(value),
+            intern(value if head == 0 else head),
+            intern(before),
+            intern(after),
+            bool(flags & 1),
+            bool(flags & 2),
+            (intern(frame0), intern(frame1)),
+        )
+        for value, head, before, after, flags, frame0, frame1 in slot_fields
+    )
+    return ClaimShape(
+        normalize_claim(text),
+        wording,
+        slots,
+        wording if core_terms == 0 else frozenset(map(intern, core_terms)),
+        (last_kind, intern(last_item)),
+        bool(last_is_value),
+        frozenset(slot.value for slot in slots),
+    )
+
+
+Id = TypeVar("Id")
+"""Whatever names an item of `possible_conflicts`: a memory id, or a memory number."""
+
+StoredShapes = Callable[[list[Id]], dict[Id, str | None]]
+"""The stored shape records of the claims an iterable of ids names (absent or None: none)."""
+
+
+def shapes_of(items: Sequence[tuple[Id, str]], stored: StoredShapes | None = None) -> list[ClaimShape]:
+    """The shape of each (id, text): from the process cache, else from the claim's stored record
+    (`stored`, asked once for all the claims not cached), else parsed."""
+    out: list[ClaimShape | None] = [SHAPES.get(text) for _, text in items]
+    missing = [i for i, found in enumerate(out) if found is None]
+    if missing:
+        records = stored([items[i][0] for i in missing]) if stored is not None else {}
+        for i in missing:
+            item_id, text = items[i]
+            found = shape_from_record(text, records.get(item_id)) or parse_claim(text)
+            SHAPES.put(text, found)
+            out[i] = found
+    return out  # type: ignore[return-value]
+
+
 def _aligned(old: Slot, new: Slot, lost: frozenset[str] = frozenset()) -> bool:
     """The same slot of one fact in two claims: a versioned name keeps its name around a new
     number (Postgres 13 → 16; Node.js 18 and Redis 6 are two things); other values sit between
@@ -434,8 +562,6 @@ def _replacements(gone: list[Slot], added: list[Slot], lost: frozenset[str]) -> 
     return out
 
 
-Id = TypeVar("Id")
-"""Whatever names an item of `possible_conflicts`: a memory id, or a memory number."""
 
 Mentions = Callable[[str], int]
 """How many memories of the scope mention a value (the scope's index statistics)."""
@@ -582,12 +708,14 @@ def conflicting_pairs(items: list[tuple[str, str]], mentions: Mentions | None = 
     return [pair for pair, verdict in possible_conflicts(items) if verdict.resolve(mentions) is Relation.SUPERSEDES]
 
 
-def possible_conflicts(items: list[tuple[Id, str]]) -> list[tuple[tuple[Id, Id], Verdict]]:
+def possible_conflicts(
+    items: list[tuple[Id, str]], stored: StoredShapes | None = None
+) -> list[tuple[tuple[Id, Id], Verdict]]:
     """The pairs of `items` (id, text; oldest first) that may read as two versions of one fact,
     (older id, newer id) with their verdict, the topic check left to the caller (`Verdict.values`
-    names what it asks). Each text is parsed once."""
-    # (Every text is parsed: a new version may hold a single value, or a plain word as its value.)
-    shapes = [(item_id, shape(text)) for item_id, text in items]
+    names what it asks). Each text is read once (`shapes_of`; `stored`: their stored records)."""
+    # (Every text is read: a new version may hold a single value, or a plain word as its value.)
+    shapes = list(zip((item_id for item_id, _ in items), shapes_of(items, stored)))
     out = []
     for j, (new_id, new) in enumerate(shapes):
         for old_id, old in shapes[:j]:

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from slowave.domain.dates import Period, date_words, named_periods, prefer_named_dates
 from slowave.domain.learning import precise
-from slowave.domain.near_duplicates import Verdict, possible_conflicts
+from slowave.domain.near_duplicates import StoredShapes, Verdict, possible_conflicts
 from slowave.domain.relevance import (
     ADMISSION_THRESHOLD,
     ASKING_WEIGHT,
@@ -208,17 +208,18 @@ class CandidateScoring:
 
 
 def version_pairs(
-    admitted: dict[int, float], memories: dict[int, StoredMemory]
+    admitted: dict[int, float], memories: dict[int, StoredMemory], stored: StoredShapes | None = None
 ) -> tuple[list[int], list[tuple[tuple[int, int], Verdict]]]:
     """The VERSIONS_COMPARED most relevant active admitted memories, and the pairs among them that
     may be two versions of one fact, (older, newer) by memory number, with their verdict; the topic
     check (`Verdict.resolve`) needs the scope's counts of `Verdict.values`, which the caller reads.
     A retired memory is left out: if it was superseded, its relevance goes to its successor
-    (supersession), which a lowered relevance would take away."""
+    (supersession), which a lowered relevance would take away. `stored`: the memories' stored
+    shape records, read for those whose shape is not cached."""
     active = [n for n in admitted if memories[n].status == "active"]
     # Numbers grow with every Remember, so they order memories by age.
     top = sorted(sorted(active, key=lambda n: (-admitted[n], n))[:VERSIONS_COMPARED])
-    return top, possible_conflicts([(n, memories[n].content) for n in top])
+    return top, possible_conflicts([(n, memories[n].content) for n in top], stored)
 
 
 def newer_versions_first(admitted: dict[int, float], versions: list[tuple[int, int]]) -> dict[int, float]:

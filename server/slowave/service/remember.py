@@ -8,7 +8,7 @@ from datetime import datetime
 
 from slowave.domain.claim_identity import claim_hash
 from slowave.domain.identifiers import event_id, memory_id
-from slowave.domain.near_duplicates import Relation, Verdict, compare, shape
+from slowave.domain.near_duplicates import Relation, Verdict, compare, shape, shape_record, shapes_of
 from slowave.domain.relevance import SESSION_CONTEXT_CLAIMS, lexical_query, session_context
 from slowave.domain.terms import terms
 from slowave.service.commands import Claim, RememberCommand
@@ -35,6 +35,9 @@ def remember(ctx: ServiceContext, tenant: str, cmd: RememberCommand) -> list[pb.
     # Embedding happens before the transaction: model inference never holds the write lock.
     claims = [c for c in cmd.claims if isinstance(c, Claim)]
     vectors = ctx.semantic.embed([c.content for c in claims]) if ctx.semantic else []
+    # Parsed here too, not under the write lock: each claim's shape is stored with it (and cached
+    # for its flags).
+    shapes = [shape_record(shape(c.content)) for c in claims]
     encoder_id = ctx.semantic.encoder.encoder_id if ctx.semantic else None
     now = ctx.clock.now()
     with ctx.db.transaction() as uow:
@@ -44,9 +47,9 @@ def remember(ctx: ServiceContext, tenant: str, cmd: RememberCommand) -> list[pb.
             uow.memories.lock_claims_of_scope(tenant, session.scope)
             store = ClaimStore(uow, tenant, session.id, session.scope, now, encoder_id)
             if cmd.batch:
-                stored = store.batch(claims, vectors)
+                stored = store.batch(claims, vectors, shapes)
             else:
-                stored = store.claims(claims, vectors)  # the scalar form is all-or-nothing
+                stored = store.claims(claims, vectors, shapes)  # the scalar form is all-or-nothing
             results = iter(stored)
             out: list[pb.RememberResult | res.ItemError] = [
                 c if isinstance(c, res.ItemError) else next(results) for c in cmd.claims
@@ -101,12 +104,14 @@ class ClaimStore:
         self.created: list[Created] = []
         """The claims created (not MATCHED) by the calls that succeeded, for their flags."""
 
-    def batch(self, claims: list[Claim], vectors: list[bytes]) -> list[pb.RememberResult | res.ItemError]:
+    def batch(
+        self, claims: list[Claim], vectors: list[bytes], shapes: list[str]
+    ) -> list[pb.RememberResult | res.ItemError]:
         """Batch items are independent: if storing them together fails, each is retried alone, so
         an unexpected failure fails only its own item."""
         try:
             with self.uow.savepoint():
-                return self.claims(claims, vectors)
+                return self.claims(claims, vectors, shapes)
         except Exception:
             log.warning("batch remember failed as a whole; storing items one by one", exc_info=True)
         self.created = []
@@ -114,7 +119,7 @@ class ClaimStore:
         for i, claim in enumerate(claims):
             try:
                 with self.uow.savepoint():
-                    results += self.claims([claim], vectors[i : i + 1])
+                    results += self.claims([claim], vectors[i : i + 1], shapes[i : i + 1])
             except Exception:
                 log.exception("remember batch item failed")
                 results.append(
@@ -124,7 +129,7 @@ class ClaimStore:
                 )
         return results
 
-    def claims(self, claims: list[Claim], vectors: list[bytes]) -> list[pb.RememberResult]:
+    def claims(self, claims: list[Claim], vectors: list[bytes], shapes: list[str]) -> list[pb.RememberResult]:
         hashes = [claim_hash(c.content) for c in claims]
         known = self.uow.memories.find_active_claims(
             self.tenant, self.scope, [(c.type, h) for c, h in zip(claims, hashes)]
@@ -153,6 +158,7 @@ class ClaimStore:
                         created_at=self.now,
                         occurred_at=claims[i].occurred_at,
                         context_terms=session_context(contents[: len(before) + i]),
+                        claim_shape=shapes[i],
                     )
                     for i in creating
                 ]
@@ -228,14 +234,19 @@ def flags(
         FLAG_CANDIDATES,
     )
     verdicts: list[list[tuple[int, Verdict]]] = [[] for _ in created]
+    older_of = {}
     for i, rows in zip(asked, matches):
-        number, content = created[i]
+        number, _content = created[i]
         older = [row for row in rows if row.number < number and row.status == "active"]
-        if not older:
-            continue
-        new = shape(content)
+        if older:
+            older_of[i] = older
+    # The older claims' shapes: cached, else their stored records, read at once for the batch.
+    compared = {row.number: row.content for older in older_of.values() for row in older}
+    shapes = dict(zip(compared, shapes_of(list(compared.items()), uow.memories.claim_shapes)))
+    for i, older in older_of.items():
+        new = shape(created[i][1])
         for row in older:
-            verdict = compare(new, shape(row.content))
+            verdict = compare(new, shapes[row.number])
             if verdict.relation is not Relation.NONE:
                 verdicts[i].append((row.number, verdict))
     counts = value_mentions(uow, tenant, scope, {v for vs in verdicts for _, x in vs for v in x.values()})

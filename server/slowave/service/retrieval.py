@@ -87,7 +87,7 @@ def _admitted_memories(
     occasion_of = {n: rows[n].occasion for n in admitted if rows[n].occasion is not None}
     if occasion_of:
         admitted = scoring.in_occasions(admitted, occasion_of, uow.occasions.profiles(occasion_of.values()))
-    compared, possible = version_pairs(admitted, rows)
+    compared, possible = version_pairs(admitted, rows, uow.memories.claim_shapes)
     versions = superseding(uow, tenant, scope, possible)
     admitted = newer_versions_first(admitted, versions)
     check = VersionCheck(frozenset(compared), tuple(versions))

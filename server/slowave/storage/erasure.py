@@ -96,6 +96,7 @@ _BLANK_MEMORY = (
         content_key=None,
         own_terms=None,
         context_terms=None,
+        claim_shape=None,
         occurred_at=None,
         occurred_on=None,
         status="retired",

@@ -8,10 +8,11 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Integer, String, bindparam, func, select, update
+from sqlalchemy import Integer, String, bindparam, func, or_, select, update
 
 from slowave.domain.claim_identity import claim_hash
 from slowave.domain.dates import date_words, occurred_on
+from slowave.domain.near_duplicates import SHAPE_RECORD_PREFIX, shape, shape_record
 from slowave.domain.relevance import TOTAL_CONTEXT_WORDS_TERM, TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, context_term
 from slowave.domain.terms import terms
 from slowave.domain.text import normalize_claim
@@ -60,6 +61,23 @@ _ACTIVE_CLAIMS = (
     .group_by(_m.c.type, _m.c.content_hash)
 )
 _BY_NUMBERS = select(_m).where(any_of(_m.c.number, values_of("numbers", Integer())))
+_SHAPES = select(_m.c.number, _m.c.claim_shape).where(any_of(_m.c.number, values_of("numbers", Integer())))
+# Active memories with no shape record of the running version (claims stored before migration 0016
+# or under an earlier parse), oldest first; erased ones are retired, so never among them.
+_WITHOUT_SHAPE = (
+    select(_m.c.number, _m.c.content)
+    .where(
+        _m.c.status == "active",
+        _m.c.number > bindparam("after"),
+        or_(_m.c.claim_shape.is_(None), ~_m.c.claim_shape.startswith(bindparam("version", type_=String))),
+    )
+    .order_by(_m.c.number)
+    .limit(bindparam("limit"))
+)
+# Only an active memory's: an erasure in between blanked the text the record was parsed from.
+_SET_SHAPE = (
+    update(_m).where(_m.c.number == bindparam("n"), _m.c.status == "active").values(claim_shape=bindparam("shape"))
+)
 _RETIRE = (
     update(_m)
     .where(_m.c.number == bindparam("memory"), _m.c.status == "active")
@@ -110,6 +128,21 @@ class MemoryStore:
             return {}
         return {r.number: r for r in self.ex.rows(_BY_NUMBERS, {"numbers": nums})}
 
+    def claim_shapes(self, numbers: Sequence[int]) -> dict[int, str | None]:
+        """The stored shape records of these memories (domain.near_duplicates.shape_record)."""
+        if not numbers:
+            return {}
+        return {r.number: r.claim_shape for r in self.ex.rows(_SHAPES, {"numbers": list(numbers)})}
+
+    def without_shape(self, after: int, limit: int) -> list[Any]:
+        """Up to `limit` active memories numbered above `after` with no shape record of the
+        running version: (number, content), oldest first."""
+        return self.ex.rows(_WITHOUT_SHAPE, {"after": after, "limit": limit, "version": SHAPE_RECORD_PREFIX})
+
+    def set_shapes(self, records: dict[int, str]) -> None:
+        if records:
+            self.ex.run_many(_SET_SHAPE, [{"n": n, "shape": r} for n, r in records.items()])
+
     def find_active_claim(self, tenant: str, scope: str, type_: str, content: str) -> Any | None:
         """The scope's active memory that is this claim (locked)."""
         params = {"tenant": tenant, "scope": scope, "type": type_, "hash": claim_hash(content)}
@@ -150,14 +183,17 @@ class MemoryStore:
             source_kind=source_kind,
             source_session_id=source_session_id,
             created_at=now,
+            claim_shape=shape_record(shape(content)),
         )
         return self.insert_many([row])[0]
 
     def insert_many(self, rows: list[dict[str, Any]]) -> list[int]:
         """Creates memories (and their full-text rows) in one round trip; numbers in input order.
 
-        A row may carry `occurred_at` (its date's words are indexed with its own) and
-        `context_terms` (its session context, relevance.LexicalScorer)."""
+        A row may carry `occurred_at` (its date's words are indexed with its own), `context_terms`
+        (its session context, relevance.LexicalScorer) and `claim_shape` (its shape record,
+        parsed by the caller before it took the write lock; without one the claim is parsed
+        when compared, and stored by service.shape_backfill at the next start)."""
         for row in rows:
             norm = normalize_claim(row["content"])
             row.update(

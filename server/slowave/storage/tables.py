@@ -145,6 +145,9 @@ memories = Table(
     Column("own_terms", Text),
     # Its occasion (occasions.number), for memories remembered in a session (migration 0012).
     Column("occasion", Integer),
+    # Its claim's shape as the near-duplicate rules read it (domain.near_duplicates.shape_record),
+    # parsed once at Remember; NULL or of another version: parsed when compared (migration 0016).
+    Column("claim_shape", Text),
     Index("ix_memories_claim", "tenant", "scope", "type", "content_hash"),
     Index("ix_memories_scope_status", "tenant", "scope", "status"),
     Index("ix_memories_content_key", "tenant", "scope", "content_key"),
