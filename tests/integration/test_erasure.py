@@ -393,7 +393,9 @@ def test_an_erased_scopes_occasion_numbers_are_never_reused(make_server, monkeyp
     """Erasing a scope deletes its occasions; the claims remembered afterwards open new occasions
     under numbers never used before, so the server's cached term profile of an erased occasion
     (storage.occasions, by number and revision) never stands in for a new one."""
-    monkeypatch.setattr(service_retrieval, "version_pairs", lambda admitted, memories, stored=None: ([], []))  # as above
+    monkeypatch.setattr(
+        service_retrieval, "version_pairs", lambda admitted, memories, stored=None: ([], [])
+    )  # as above
     server = make_server()
     scope = new_scope("erase")
 

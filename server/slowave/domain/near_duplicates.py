@@ -30,15 +30,15 @@ Exact repeats (the same normalised text and type) are MATCHED by Remember and ne
 
 from __future__ import annotations
 
+import json
 import re
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from enum import Enum
-import json
 import threading
 import zlib
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
 from typing import NamedTuple, TypeVar
 
 from slowave.domain.terms import STOP_WORDS, TERMS_VERSION, stem_words, terms, words
@@ -189,11 +189,16 @@ def _value_form(word: str) -> str:
 
 # A claim's shape is parsed once, when it is remembered, and stored with its memory as a record
 # (`shape_record`, memories.claim_shape): Remember's flags and Activate's version check read the
-# records of the older claims they compare (≈ 12 µs to decode against ≈ 50 µs to parse), so this
-# process cache only spares the decoding of the claims compared most. Before the records it held
-# every claim of a scope, ≈ 1.8 KB each (≈ 190 MB per process at 100k memories), and a process
-# that had just started parsed each claim again (bench/results/history.md, 2026-12-06 11:00).
-SHAPE_CACHE = 16_384
+# records of the older claims they compare (≈ 10 µs to read against ≈ 48 µs to parse), so this
+# process cache only spares the reading of the claims compared most. Before the records it held
+# every claim of a scope, ≈ 1.8 KB each (≈ 190 MB per process at 100k memories), and a process that
+# had just started parsed each claim again. Measured on bench/perf.py's 100k store, batch Remember
+# of its templated claims (each compared with ten older ones drawn from the whole scope, so the
+# worst case for this cache) in one process, CPU per claim over the first 10k claims after a start
+# and RSS after them: 16k shapes 0.85 → 0.76 ms, 213 MB; 32k 0.83 → 0.67 ms, 271 MB; 64k 0.87 →
+# 0.58 ms, 355 MB; every claim cached, as before, 1.06 → 0.71 ms (0.55 once all were cached), 408
+# MB and growing with the scope (bench/results/history.md, 2026-12-06 11:00).
+SHAPE_CACHE = 32_768
 
 
 class ShapeCache:
@@ -455,29 +460,28 @@ def shape_from_record(text: str, record: str | None) -> ClaimShape | None:
     if not record or not record.startswith(SHAPE_RECORD_PREFIX):
         return None
     _version, wording_terms, core_terms, slot_fields, last_kind, last_item, last_is_value = json.loads(record)
-    intern = sys.intern
-    wording = frozenset(map(intern, wording_terms))
+    wording = frozenset(wording_terms)
+    # tuple.__new__: the named tuple's own constructor is a Python function (a fifth of the read).
     slots = tuple(
-        Slot(
-            intern(value),
-            intern(value if head == 0 else head),
-            intern(before),
-            intern(after),
-            bool(flags & 1),
-            bool(flags & 2),
-            (intern(frame0), intern(frame1)),
-        )
-        for value, head, before, after, flags, frame0, frame1 in slot_fields
+        [
+            _new_tuple(
+                Slot, (value, value if head == 0 else head, before, after, bool(flags & 1), bool(flags & 2), (f0, f1))
+            )
+            for value, head, before, after, flags, f0, f1 in slot_fields
+        ]
     )
     return ClaimShape(
         normalize_claim(text),
         wording,
         slots,
-        wording if core_terms == 0 else frozenset(map(intern, core_terms)),
-        (last_kind, intern(last_item)),
+        wording if core_terms == 0 else frozenset(core_terms),
+        (last_kind, last_item),
         bool(last_is_value),
-        frozenset(slot.value for slot in slots),
+        frozenset([slot[0] for slot in slots]),
     )
+
+
+_new_tuple = tuple.__new__
 
 
 Id = TypeVar("Id")
@@ -487,7 +491,7 @@ StoredShapes = Callable[[list[Id]], dict[Id, str | None]]
 """The stored shape records of the claims an iterable of ids names (absent or None: none)."""
 
 
-def shapes_of(items: Sequence[tuple[Id, str]], stored: StoredShapes | None = None) -> list[ClaimShape]:
+def shapes_of(items: Sequence[tuple[Id, str]], stored: StoredShapes[Id] | None = None) -> list[ClaimShape]:
     """The shape of each (id, text): from the process cache, else from the claim's stored record
     (`stored`, asked once for all the claims not cached), else parsed."""
     out: list[ClaimShape | None] = [SHAPES.get(text) for _, text in items]
@@ -560,7 +564,6 @@ def _replacements(gone: list[Slot], added: list[Slot], lost: frozenset[str]) -> 
                     out.append((old, new))
                     break
     return out
-
 
 
 Mentions = Callable[[str], int]
@@ -709,7 +712,7 @@ def conflicting_pairs(items: list[tuple[str, str]], mentions: Mentions | None = 
 
 
 def possible_conflicts(
-    items: list[tuple[Id, str]], stored: StoredShapes | None = None
+    items: list[tuple[Id, str]], stored: StoredShapes[Id] | None = None
 ) -> list[tuple[tuple[Id, Id], Verdict]]:
     """The pairs of `items` (id, text; oldest first) that may read as two versions of one fact,
     (older id, newer id) with their verdict, the topic check left to the caller (`Verdict.values`

@@ -208,7 +208,7 @@ class CandidateScoring:
 
 
 def version_pairs(
-    admitted: dict[int, float], memories: dict[int, StoredMemory], stored: StoredShapes | None = None
+    admitted: dict[int, float], memories: dict[int, StoredMemory], stored: StoredShapes[int] | None = None
 ) -> tuple[list[int], list[tuple[tuple[int, int], Verdict]]]:
     """The VERSIONS_COMPARED most relevant active admitted memories, and the pairs among them that
     may be two versions of one fact, (older, newer) by memory number, with their verdict; the topic
