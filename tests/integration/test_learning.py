@@ -409,8 +409,8 @@ def _as_before_0008(url: str) -> None:
         c.execute(text("DROP TABLE memory_cue_evidence"))
         c.execute(text("DROP TABLE cues"))
         c.execute(text("ALTER TABLE retrievals DROP COLUMN cue_number"))
-        # own_terms: 0009; occasion: 0012
-        for column in ("retired_seq", "positive_cues", "negative_cues", "own_terms", "occasion"):
+        # own_terms: 0009; occasion: 0012; claim_shape: 0016
+        for column in ("retired_seq", "positive_cues", "negative_cues", "own_terms", "occasion", "claim_shape"):
             c.execute(text(f"ALTER TABLE memories DROP COLUMN {column}"))
         c.execute(text("ALTER TABLE memories ADD COLUMN learned_units INTEGER NOT NULL DEFAULT 0"))
         c.execute(text("UPDATE alembic_version SET version_num = '0007'"))
