@@ -107,7 +107,8 @@ class Relation(Enum):
 
 class Slot(NamedTuple):
     """A run of adjacent value tokens (module docstring). A named tuple, not a frozen dataclass:
-    a stored shape builds its slots again on every read, five times faster so."""
+    a stored shape builds its slots again on every read (a record of perf's claims read in 18.9 µs
+    with the dataclass, 14.7 µs so)."""
 
     value: str
     head: str
@@ -189,16 +190,13 @@ def _value_form(word: str) -> str:
 
 # A claim's shape is parsed once, when it is remembered, and stored with its memory as a record
 # (`shape_record`, memories.claim_shape): Remember's flags and Activate's version check read the
-# records of the older claims they compare (≈ 10 µs to read against ≈ 48 µs to parse), so this
-# process cache only spares the reading of the claims compared most. Before the records it held
-# every claim of a scope, ≈ 1.8 KB each (≈ 190 MB per process at 100k memories), and a process that
-# had just started parsed each claim again. Measured on bench/perf.py's 100k store, batch Remember
-# of its templated claims (each compared with ten older ones drawn from the whole scope, so the
-# worst case for this cache) in one process, CPU per claim over the first 10k claims after a start
-# and RSS after them: 16k shapes 0.85 → 0.76 ms, 213 MB; 32k 0.83 → 0.67 ms, 271 MB; 64k 0.87 →
-# 0.58 ms, 355 MB; every claim cached, as before, 1.06 → 0.71 ms (0.55 once all were cached), 408
-# MB and growing with the scope (bench/results/history.md, 2026-12-06 11:00).
-SHAPE_CACHE = 32_768
+# records of the older claims they compare that this cache does not hold (≈ 10 µs to read against
+# ≈ 48 µs to parse). A process that has just started no longer parses them all again, nor does one
+# serving a scope larger than the cache. The cache still holds a 100k-memory scope (≈ 1.8 KB a
+# shape, ≈ 190 MB): measured on bench/perf.py's 100k store, whose templated claims each compare
+# with ten older ones drawn from the whole scope, a cache of 32k shapes cut one process's memory
+# by ≈ 70 MB but batch Remember by 15–24 % (bench/results/history.md, 2026-12-06 10:25).
+SHAPE_CACHE = 131_072
 
 
 class ShapeCache:
@@ -435,6 +433,9 @@ SHAPE_RECORD_VERSION = f"s{SHAPE_RULES}-{zlib.crc32(TERMS_VERSION.encode()):08x}
 SHAPE_RECORD_PREFIX = json.dumps([SHAPE_RECORD_VERSION])[:-1] + ","
 
 
+_new_tuple = tuple.__new__
+
+
 def shape_record(parsed: ClaimShape) -> str:
     """A claim's shape as stored with its memory: compact JSON, its version first. The normalised
     text and the values are not stored (the content gives the one, the slots the other)."""
@@ -460,12 +461,24 @@ def shape_from_record(text: str, record: str | None) -> ClaimShape | None:
     if not record or not record.startswith(SHAPE_RECORD_PREFIX):
         return None
     _version, wording_terms, core_terms, slot_fields, last_kind, last_item, last_is_value = json.loads(record)
-    wording = frozenset(wording_terms)
-    # tuple.__new__: the named tuple's own constructor is a Python function (a fifth of the read).
+    # Terms and values interned as the parse interns them: a cached shape shares its strings with
+    # every other (≈ a third of a shape's memory).
+    intern = sys.intern
+    wording = frozenset(map(intern, wording_terms))
+    # tuple.__new__: the named tuple's own constructor is a Python function.
     slots = tuple(
         [
             _new_tuple(
-                Slot, (value, value if head == 0 else head, before, after, bool(flags & 1), bool(flags & 2), (f0, f1))
+                Slot,
+                (
+                    intern(value),
+                    intern(value if head == 0 else head),
+                    intern(before),
+                    intern(after),
+                    bool(flags & 1),
+                    bool(flags & 2),
+                    (intern(f0), intern(f1)),
+                ),
             )
             for value, head, before, after, flags, f0, f1 in slot_fields
         ]
@@ -474,14 +487,11 @@ def shape_from_record(text: str, record: str | None) -> ClaimShape | None:
         normalize_claim(text),
         wording,
         slots,
-        wording if core_terms == 0 else frozenset(core_terms),
-        (last_kind, last_item),
+        wording if core_terms == 0 else frozenset(map(intern, core_terms)),
+        (last_kind, intern(last_item)),
         bool(last_is_value),
         frozenset([slot[0] for slot in slots]),
     )
-
-
-_new_tuple = tuple.__new__
 
 
 Id = TypeVar("Id")
