@@ -223,10 +223,6 @@ class ShapeCache:
     def __len__(self) -> int:
         return len(self._shapes)
 
-    def clear(self) -> None:
-        with self._lock:
-            self._shapes.clear()
-
 
 SHAPES = ShapeCache(SHAPE_CACHE)
 

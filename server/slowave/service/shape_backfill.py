@@ -4,7 +4,7 @@ Remember stores each claim's shape with it (domain.near_duplicates.shape_record)
 before migration 0016, or under an earlier version of the parse, have none, and each comparison
 with them parses the claim again (≈ 50 µs, ten comparisons per remembered claim). A server fills
 them in when it starts, before it serves (the supervisor of several processes once, like the
-vector backfill): ≈ 6 s per 100k memories, once per store and parse version. Parsed outside any
+vector backfill): 5.3 s for 100k memories, once per store and parse version. Parsed outside any
 transaction, stored a batch per short write; a memory retired meanwhile (an erasure blanks its
 text) is skipped, so no record outlives the words it was parsed from.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 
 from slowave.domain.near_duplicates import parse_claim, shape_record
 from slowave.service.context import ServiceContext
@@ -23,11 +22,12 @@ log = logging.getLogger(__name__)
 BATCH = 1000
 
 
-def store_missing_shapes(ctx: ServiceContext, batch: int = BATCH, stopping: Callable[[], bool] = lambda: False) -> int:
+def backfill_shapes(ctx: ServiceContext, batch: int = BATCH) -> int:
     """Parses and stores the shape of every active memory without a record of the running
-    version, oldest first; returns how many."""
+    version, oldest first, logged; returns how many. Run once per store before any process serves it."""
+    started = time.monotonic()
     done = after = 0
-    while not stopping():
+    while True:
         with ctx.db.transaction(read_only=True) as view:
             rows = view.memories.without_shape(after, batch)
         if not rows:
@@ -37,13 +37,6 @@ def store_missing_shapes(ctx: ServiceContext, batch: int = BATCH, stopping: Call
             uow.memories.set_shapes(records)
         done += len(rows)
         after = rows[-1].number
-    return done
-
-
-def backfill_shapes(ctx: ServiceContext) -> int:
-    """`store_missing_shapes`, logged: run once per store before any process serves it."""
-    started = time.monotonic()
-    done = store_missing_shapes(ctx)
     if done:
         log.info("shape backfill: stored the claim shapes of %d memories in %.1f s", done, time.monotonic() - started)
     return done
