@@ -72,9 +72,8 @@ def timed(spent: dict[str, int], label: str, fn):
 
 
 def grow(where: Path, size: int) -> Path:
-    with ServerProcess(where, {"SLOWAVE_PROCESSES": "1"}) as server:
-        stub = pb_grpc.MemoryServiceStub(grpc.insecure_channel(server.address))
-        rate = load(stub, SCOPE, claims(random.Random(20261129), 0, size))
+    with ServerProcess(where, {"SLOWAVE_PROCESSES": "1"}) as server, grpc.insecure_channel(server.address) as channel:
+        rate = load(pb_grpc.MemoryServiceStub(channel), SCOPE, claims(random.Random(20261129), 0, size))
     print(f"store: {size:,} memories at {rate:,.0f}/s", flush=True)
     return where / "slowave.db"
 

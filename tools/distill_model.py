@@ -47,6 +47,7 @@ import re
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
@@ -212,8 +213,6 @@ def whole_words(sentences: list[str], known: set[str], limit: int, min_count: in
     them, `min_count` times or more) that the teacher's vocabulary lacks as a whole token: WordPiece
     spells them in pieces ("thumbnail" as thumb + ##nail), whose static vectors average to
     something else. Ties go alphabetically, so the list is a function of the corpus."""
-    from collections import Counter
-
     counts = Counter(w for s in sentences for w in _WORD.findall(s.casefold()) if len(w) >= 4 and w not in known)
     ranked = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
     return ranked[:limit]
