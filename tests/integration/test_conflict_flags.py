@@ -5,6 +5,7 @@ versions of one fact; nothing is ever retired by the flags. The MCP bridge carri
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 from slowave.service import retrieval as service_retrieval
@@ -307,7 +308,15 @@ def test_flags_and_the_version_check_read_each_older_claims_stored_shape(make_se
 
     parsed: list[str] = []
     parse = nd.parse_claim
-    monkeypatch.setattr(nd, "parse_claim", lambda text: parsed.append(text) or parse(text))
+
+    def counted(text: str):
+        # Parses on the requests' threads only: the server's consolidator may meanwhile store an
+        # episode of an earlier test's session (its own claim, parsed in its own thread).
+        if threading.current_thread().name.startswith("slowave-rpc"):
+            parsed.append(text)
+        return parse(text)
+
+    monkeypatch.setattr(nd, "parse_claim", counted)
     monkeypatch.setattr(nd, "SHAPES", nd.ShapeCache(nd.SHAPE_CACHE))  # nothing cached
     new_text = f"{s} listens on port 9090 in production."
     new = remember(server.stub, a.session_id, scope, new_text)
