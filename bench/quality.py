@@ -25,8 +25,14 @@ The whole run is done twice: lexical (SLOWAVE_SEMANTIC=off) and with the default
 (`semantic`: SLOWAVE_SEMANTIC=static); `--modes minilm` adds all-MiniLM-L6-v2 itself. A semantic server that does not start, or that reports the same
 retrieval_policy_version as the lexical one (the variable is ignored), is reported as not available.
 
+`--distractors N` stores N more claims in every scope, bench/harness.py's templated claims about
+other services (the store bench/scale.py and bench/perf.py grow), interleaved with the corpus'
+memories in a fixed seeded order that keeps the corpus' own order (old claims before current
+ones): a scope of ~150 claims is an easy one, and an agent's scope grows into the thousands.
+
     python bench/quality.py            # full run: writes bench/results/quality.{md,png}
     python bench/quality.py --quick    # small corpus, rounds 0/1/3: bench/results/quality-quick.{md,png}
+    python bench/quality.py --distractors 2000 --out bench/results/quality-distractors2000
 """
 
 from __future__ import annotations
@@ -212,24 +218,46 @@ def _close_neutrally(stub: pb_grpc.MemoryServiceStub, activation: pb.ActivateRes
     _commit(stub, activation.session_id, goal)
 
 
-def seed_scope(stub: pb_grpc.MemoryServiceStub, scope: str, memories: list[MemorySpec]) -> tuple[dict[str, str], str]:
-    """Stores the scope's memories in order through one seeding session; returns (key -> id, policy)."""
+def with_distractors(scope: str, memories: list[MemorySpec], count: int, seed: int) -> list[MemorySpec | str]:
+    """The scope's memories with `count` templated claims (bench/harness.py) among them, at seeded
+    positions; the memories keep their order."""
+    if not count:
+        return list(memories)
+    from harness import claims  # harness imports this module: import it when asked for
+
+    rng = random.Random(f"{seed}:{scope}")
+    out: list[MemorySpec | str] = list(claims(rng, 0, count))
+    for position, memory in zip(sorted(rng.sample(range(count + len(memories)), len(memories))), memories):
+        out.insert(position, memory)
+    return out
+
+
+def _item(m: MemorySpec | str) -> pb.RememberItem:
+    if isinstance(m, str):
+        return pb.RememberItem(content=m, type=res.MEMORY_TYPE_FACT)
+    return pb.RememberItem(content=m.text, type=MEMORY_TYPES[m.type], occurred_at=_timestamp(m.occurred_at))
+
+
+def seed_scope(
+    stub: pb_grpc.MemoryServiceStub, scope: str, memories: list[MemorySpec | str]
+) -> tuple[dict[str, str], str]:
+    """Stores the scope's memories (and distractors, given as plain texts) in order through one
+    seeding session; returns (key -> id of the corpus' memories, policy)."""
     goal = "Load the benchmark corpus into this project scope"
     act = stub.Activate(pb.ActivateRequest(task=goal, initial_goal=goal, scope=scope), timeout=RPC_TIMEOUT)
     ids: dict[str, str] = {}
     for start in range(0, len(memories), BATCH):
         chunk = memories[start : start + BATCH]
-        items = [
-            pb.RememberItem(content=m.text, type=MEMORY_TYPES[m.type], occurred_at=_timestamp(m.occurred_at))
-            for m in chunk
-        ]
         batch = stub.Remember(
-            pb.RememberRequest(session_id=act.session_id, scope=scope, memories=items), timeout=RPC_TIMEOUT
+            pb.RememberRequest(session_id=act.session_id, scope=scope, memories=[_item(m) for m in chunk]),
+            timeout=RPC_TIMEOUT,
         ).batch
         for m, result in zip(chunk, batch.results):
             if result.HasField("error"):
-                raise RuntimeError(f"remember failed for {m.key}: {result.error.code} {result.error.message}")
-            ids[m.key] = result.data.memory_id
+                what = m if isinstance(m, str) else m.key
+                raise RuntimeError(f"remember failed for {what}: {result.error.code} {result.error.message}")
+            if not isinstance(m, str):
+                ids[m.key] = result.data.memory_id
     _close_neutrally(stub, act, goal)
     return ids, act.retrieval_policy_version
 
@@ -440,7 +468,9 @@ class ModeResult:
         return self.status == "ok"
 
 
-def run_mode(mode: str, corpus: Corpus, rounds: tuple[int, ...], lexical_policy: str | None) -> ModeResult:
+def run_mode(
+    mode: str, corpus: Corpus, rounds: tuple[int, ...], lexical_policy: str | None, distractors: int = 0
+) -> ModeResult:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"slowave-bench-{mode}-") as tmp:
         server = ServerProcess(Path(tmp), MODES[mode])
@@ -450,7 +480,8 @@ def run_mode(mode: str, corpus: Corpus, rounds: tuple[int, ...], lexical_policy:
             return ModeResult(mode, "not available", f"the server did not start: {exc}")
         try:
             with grpc.insecure_channel(server.address) as channel:
-                return _evaluate(mode, pb_grpc.MemoryServiceStub(channel), corpus, rounds, lexical_policy, started)
+                stub = pb_grpc.MemoryServiceStub(channel)
+                return _evaluate(mode, stub, corpus, rounds, lexical_policy, started, distractors)
         finally:
             server.stop()
 
@@ -462,11 +493,13 @@ def _evaluate(
     rounds: tuple[int, ...],
     lexical_policy: str | None,
     started: float,
+    distractors: int = 0,
 ) -> ModeResult:
     ids: dict[str, str] = {}
     policy = ""
     for scope in corpus.scopes:
-        scope_ids, policy = seed_scope(stub, scope, corpus.scope_memories(scope))
+        stored = with_distractors(scope, corpus.scope_memories(scope), distractors, corpus.params.seed)
+        scope_ids, policy = seed_scope(stub, scope, stored)
         ids.update(scope_ids)
         if mode != "lexical" and policy == lexical_policy:
             return ModeResult(
@@ -479,7 +512,10 @@ def _evaluate(
     for scope in corpus.scopes:
         wait_for_summary_lesson(stub, scope)
     result = ModeResult(mode, "ok", policy=policy, seed_seconds=time.monotonic() - started)
-    log(f"[{mode}] seeded {len(ids)} memories in {result.seed_seconds:.1f}s (policy {policy})")
+    log(
+        f"[{mode}] seeded {len(ids)} memories (and {distractors} distractors per scope) "
+        f"in {result.seed_seconds:.1f}s (policy {policy})"
+    )
 
     train = _ordered([q for q in corpus.queries if q.split == "train"], corpus.params.seed)
     test = _ordered([q for q in corpus.queries if q.split == "test"], corpus.params.seed + 1)
@@ -643,14 +679,28 @@ def machine() -> dict[str, str]:
     }
 
 
-def markdown(results: list[ModeResult], corpus: Corpus, rounds: tuple[int, ...], quick: bool) -> str:
+def markdown(
+    results: list[ModeResult], corpus: Corpus, rounds: tuple[int, ...], quick: bool, distractors: int = 0
+) -> str:
     m = machine()
     stats = corpus.stats()
+    options = (" --quick" if quick else "") + (f" --distractors {distractors}" if distractors else "")
+    title = (
+        "Retrieval quality" + (" (quick)" if quick else "") + (f", {distractors:,} distractors" if distractors else "")
+    )
     out = [
-        f"# Retrieval quality{' (quick)' if quick else ''}\n",
-        f"Generated by `bench/quality.py{' --quick' if quick else ''}` (`make bench-quality` runs the full "
+        f"# {title}\n",
+        f"Generated by `bench/quality.py{options}` (`make bench-quality` runs the full "
         f"benchmark) on {m['date']}, server at commit `{server_revision()}`; machine: nproc {m['nproc']}, "
         f"Python {m['python']}, {m['platform']}.\n",
+        *(
+            [
+                f"Every scope also holds {distractors:,} templated claims about other services "
+                "(bench/harness.py), interleaved with the corpus' memories.\n"
+            ]
+            if distractors
+            else []
+        ),
         "Metrics per query over the first page (page_size 10) of `Activate` in the query's scope: "
         "R@k = a gold memory among the first k; MRR = 1/rank of the first gold memory (0 if absent); "
         "stale hits = share of returned memories that are old, superseded claims. Round r = after r rounds "
@@ -752,6 +802,12 @@ def main() -> int:
     parser.add_argument(
         "--out", type=Path, help="output path without extension (default bench/results/quality[-quick])"
     )
+    parser.add_argument(
+        "--distractors",
+        type=int,
+        default=0,
+        help="templated claims about other services stored among each scope's memories (default none)",
+    )
     args = parser.parse_args()
     # SIGTERM unwinds like Ctrl-C, so the server subprocess and temp files are always cleaned up.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -771,7 +827,7 @@ def main() -> int:
             lexical_policy = probe_policy()
         log(f"[{mode}] starting")
         try:
-            result = run_mode(mode, corpus, rounds, lexical_policy)
+            result = run_mode(mode, corpus, rounds, lexical_policy, args.distractors)
         except Exception as exc:
             traceback.print_exc()
             result = ModeResult(mode, "failed", f"{type(exc).__name__}: {exc}")
@@ -780,7 +836,7 @@ def main() -> int:
         log(f"[{mode}] {result.status} {result.reason} ({result.seconds:.0f}s)")
         results.append(result)
 
-    report = markdown(results, corpus, rounds, args.quick)
+    report = markdown(results, corpus, rounds, args.quick, args.distractors)
     print(summary_table(results, rounds))
     for r in results:
         print(f"{r.mode}:\n{mode_table(r, rounds)}")
