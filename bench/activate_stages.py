@@ -5,10 +5,11 @@ lexical-only p50); this script says which stages make the difference. It grows s
 (the same templated claims, 100 per batch Remember, through a `slowave-server` of its own), copies
 it once per mode, opens each copy in a process of its own as the server would (defaults, or
 SLOWAVE_SEMANTIC=off) with the upkeep a server runs beside its requests (the full-text index
-merged, the write-ahead log checkpointed), waits for the dense graph, and runs the same service-question cues through
-`service.activate.activate` on one thread. Each stage is timed by `time.thread_time` (CPU of this
-thread) around the function that does it, so the figures are CPU per Activate, not wall time;
-nothing crosses gRPC. The stages are found by name: a rename in the service shows here as an error.
+merged, the write-ahead log checkpointed), waits for the dense graph, and runs the same
+service-question cues through `service.activate.activate` on one thread. Each stage is timed by
+`time.thread_time` (CPU of this thread) around the function that does it, so the figures are CPU
+per Activate, not wall time; nothing crosses gRPC. The stages are found by name: a rename in the
+service shows here as an error.
 
     python bench/activate_stages.py                 # 100k memories, 600 Activates per mode
     python bench/activate_stages.py --size 20000 --activates 300
