@@ -10,7 +10,7 @@ import uuid
 
 from slowave.service import retrieval as service_retrieval
 from tests.integration.test_mcp_bridge import bridge, data_of
-from tests.support import activate, commit, new_scope, pb, remember, remember_alone, res
+from tests.support import activate, commit, new_scope, pb, remember, remember_alone, res, seed_memories
 
 __all__ = ["bridge"]
 
@@ -213,6 +213,21 @@ def test_the_newer_version_of_a_fact_ranks_above_the_older(stub, scope, monkeypa
     after = activate(stub, scope, task=f"Which Postgres version does {s} use for its primary database?")
     assert old not in {m.memory_id for m in after.memories}
     assert next(m for m in after.memories if m.memory_id == new).ranking.relevance == raw[old]
+
+
+def test_a_new_version_pairs_in_a_scope_that_talks_of_its_value_more_than_of_its_service(stub, scope):
+    """The version rule's topic check weighs a name replaced by another name; a named value whose
+    number changes (Postgres 13 → 16) is a new version however often the scope mentions Postgres. In
+    this scope Postgres 13 is mentioned by more claims than the service is (the check once read that as
+    a change of topic and left the older claim first), yet the newer version ranks above the older."""
+    s = service()
+    seed_memories(stub, scope, [f"{service()} keeps its data in Postgres 13." for _ in range(4)])
+    old = remember_alone(stub, scope, f"{s} uses Postgres 13.")
+    new = remember_alone(stub, scope, f"{s} was upgraded on 2024-05-02 and now uses Postgres 16.")
+    page = activate(stub, scope, task=f"What Postgres version does {s} use?")
+    ranked = [m.memory_id for m in page.memories]
+    assert ranked.index(new) < ranked.index(old)
+    assert "conflicting_memories" in [w.code for w in page.warnings]
 
 
 def test_the_mcp_bridge_carries_the_flags(bridge, scope):

@@ -136,6 +136,22 @@ def test_a_change_of_the_topic_is_not_a_new_version_when_the_scope_says_what_the
     assert relation(newer, older, counts.__getitem__) is SUPERSEDES
 
 
+def test_a_new_version_of_a_named_value_is_one_however_often_the_scope_mentions_it():
+    older = "media-transcoder uses Postgres 14."
+    newer = "media-transcoder was upgraded on 2023-10-15 and now uses Postgres 15."
+    # A scope of many claims about other services' Postgres versions: Postgres is mentioned far
+    # more often than the service, yet the service's database changed version, not topic.
+    counts = {"postgres 14": 300, "postgres 15": 280, "media-transcoder": 4}
+    assert relation(newer, older, counts.__getitem__) is SUPERSEDES
+    assert compare(shape(newer), shape(older)).values() == ()
+    # A name replaced by another name is still weighed against the scope's counts.
+    verdict = compare(
+        shape("Every write to Adyen needs an Idempotency-Key header."),
+        shape("Every write to Stripe needs an Idempotency-Key header."),
+    )
+    assert verdict.topic is not None and verdict.topic[0] == "stripe"
+
+
 def test_conflicting_pairs_are_ordered_older_then_newer():
     items = [
         ("sch_1", "payments-api listens on port 8080."),

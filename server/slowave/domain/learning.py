@@ -44,8 +44,10 @@ PROCEDURE_FAILURE_TERM = -0.03
 # v9: the newer of two versions of one fact above the older (retrieval.newer_versions_first).
 # v10: irregular forms mapped to their base (terms.IRREGULAR_FORMS).
 # v11: a cue's named dates also prefer memories that tell of them ("yesterday", dates.told_of).
+# v12: a new version of a named value ("Postgres 14" → "Postgres 15") pairs however often the scope
+# mentions the value (near_duplicates.compare's topic check is for a name replaced by another).
 RETRIEVAL_POLICY_VERSION = (
-    f"v11(bm25,{TERMS_VERSION},context2,occasion(64,0.4),subject(4,0.4),asks(0.3),names(0.5),versions(10))"
+    f"v12(bm25,{TERMS_VERSION},context2,occasion(64,0.4),subject(4,0.4),asks(0.3),names(0.5),versions(10))"
     f"+learned(cue,step={MEMORY_STEP},bound={MEMORY_BOUND},tau={CUE_SIMILARITY_THRESHOLD},"
     f"B={GLOBAL_SHARE},k={GLOBAL_PRIOR_CUES},cues={COMPARED_CUES})"
 )
