@@ -223,7 +223,11 @@ def test_a_new_version_pairs_in_a_scope_that_talks_of_its_value_more_than_of_its
     s = service()
     seed_memories(stub, scope, [f"{service()} keeps its data in Postgres 13." for _ in range(4)])
     old = remember_alone(stub, scope, f"{s} uses Postgres 13.")
-    new = remember_alone(stub, scope, f"{s} was upgraded on 2024-05-02 and now uses Postgres 16.")
+    # Remember's flag reads the same rule: the newer claim names the older as possibly superseded.
+    notes = activate(stub, scope, task="taking notes", initial_goal="notes")
+    flagged = remember(stub, notes.session_id, scope, f"{s} was upgraded on 2024-05-02 and now uses Postgres 16.")
+    assert list(flagged.possibly_supersedes) == [old]
+    new = flagged.memory_id
     page = activate(stub, scope, task=f"What Postgres version does {s} use?")
     ranked = [m.memory_id for m in page.memories]
     assert ranked.index(new) < ranked.index(old)
