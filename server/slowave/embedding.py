@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any, Protocol
@@ -82,13 +83,32 @@ class StaticEncoder:
         self.dim = self._table.shape[1]
         self._tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
         self._tokenizer.no_padding()
-        self._tokenizer.enable_truncation(int(config.get("max_length", 512)))
+        self._max_tokens = int(config.get("max_length", 512))
+        self._tokenizer.enable_truncation(self._max_tokens)
+        # ASCII white space only: Python's \s also matches control characters the tokenizer deletes.
+        self._words = re.compile(rf"(?:[ \t\n\r]*[^ \t\n\r]+){{{self._max_tokens}}}")
         vocabulary = self._tokenizer.get_vocab()
         self._dropped = left_out(vocabulary, keep_punctuation=as_model2vec, keep_numbers=as_model2vec)
 
     def _ids(self, text: str) -> list[int]:
         dropped = self._dropped
-        return [i for i in self._tokenizer.encode(text, add_special_tokens=False).ids if i not in dropped]
+        encoding = None
+        head = self._first_words(text)
+        if head is not None:  # a long text: its head usually holds every token truncation keeps
+            encoding = self._tokenizer.encode(head, add_special_tokens=False)
+            if len(encoding.ids) < self._max_tokens:  # words without a token (control characters)
+                encoding = None
+        if encoding is None:
+            encoding = self._tokenizer.encode(text, add_special_tokens=False)
+        return [i for i in encoding.ids if i not in dropped]
+
+    def _first_words(self, text: str) -> str | None:
+        """The text up to the end of its `max_tokens`-th word, None when it has no more words. The
+        tokenizer splits at such white space, so the tokens of the head are the whole text's first:
+        when the head has `max_tokens` of them, they are all truncation keeps, and the tokenizer
+        need not read the rest (a 16 KiB claim, an 8 KiB cue: ≈ 4 ms)."""
+        found = self._words.match(text)
+        return text[: found.end()] if found is not None and found.end() < len(text) else None
 
     def encode(self, texts: list[str]) -> Any:
         import numpy as np

@@ -4,6 +4,8 @@ against the table definitions finds nothing."""
 
 from __future__ import annotations
 
+import warnings
+
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
@@ -20,7 +22,12 @@ def test_migrations_match_the_table_definitions(tmp_path):
             context = MigrationContext.configure(
                 conn, opts={"compare_type": True, "compare_server_default": True, "include_name": tables.compared}
             )
-            differences = compare_metadata(context, tables.metadata)
+            with warnings.catch_warnings():
+                # PostgreSQL keeps a generated column's expression in a form of its own (parentheses,
+                # casts) that alembic compares as text; what the expression yields is tested by
+                # test_containment_keys on both backends.
+                warnings.filterwarnings("ignore", "Computed default on memories.content_tail cannot be modified")
+                differences = compare_metadata(context, tables.metadata)
     finally:
         db.dispose()
     assert differences == []

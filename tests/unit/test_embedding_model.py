@@ -124,3 +124,19 @@ def test_default_settings_load_the_static_channel_and_off_loads_none():
     channel = load_semantic_channel(Settings().semantic)
     assert isinstance(channel.encoder, StaticEncoder)
     assert load_semantic_channel("off") is None and load_semantic_channel(False) is None
+
+
+def test_a_text_longer_than_the_models_reach_is_embedded_from_the_tokens_truncation_keeps(encoder):
+    # The encoder hands the tokenizer only the head of a long text (its first max_length words); the
+    # tokens it keeps (and so the vector) are those of the whole text truncated, whatever the script,
+    # the white space, or words that give no token at all (control characters the tokenizer deletes).
+    texts = [
+        " ".join(f"word{i} ledger-api, port {i}:" for i in range(600)),
+        "\n\t".join("数据库连接池 ok" for _ in range(700)),
+        " ".join(["a"] * 511 + ["reaching", "further", "words"]),
+        " ".join(["\x1c"] * 300 + ["a\x1fb"] * 300 + ["tail"] * 300),
+    ]
+    for text in texts:
+        whole = [i for i in encoder._tokenizer.encode(text, add_special_tokens=False).ids if i not in encoder._dropped]
+        assert encoder._first_words(text) is not None
+        assert encoder._ids(text) == whole

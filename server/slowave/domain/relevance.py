@@ -99,10 +99,15 @@ class Cue:
         return frozenset(terms(self.primary) + (terms(self.semantic) if self.semantic else []))
 
     @cached_property
+    def names(self) -> tuple[str, ...]:
+        """The name-like spans of the task (or query), then of the semantic context (cue_names):
+        found once per cue, as three rules ask for them (an 8 KiB cue: ≈ 2 ms each time)."""
+        return tuple(cue_names(self.primary) + (cue_names(self.semantic) if self.semantic else []))
+
+    @cached_property
     def name_terms(self) -> frozenset[str]:
         """Terms of what the cue names (see cue_names)."""
-        spans = cue_names(self.primary) + (cue_names(self.semantic) if self.semantic else [])
-        return frozenset(t for span in spans for t in terms(span))
+        return frozenset(t for span in self.names for t in terms(span))
 
     def contains(self, text: str) -> bool:
         """The admission floor: the item's normalised text occurs in the task/query or semantic context."""
@@ -440,7 +445,7 @@ class CueNames:
 
     @classmethod
     def among(cls, cue: Cue, scorer: LexicalScorer, contents: list[str]) -> CueNames:
-        names = dict.fromkeys(cue_names(cue.primary) + (cue_names(cue.semantic) if cue.semantic else []))
+        names = dict.fromkeys(cue.names)
         if not names:
             return cls({})
         texts = [folded(c) for c in contents]

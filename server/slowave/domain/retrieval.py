@@ -41,7 +41,6 @@ from slowave.domain.relevance import (
     admits,
     asks,
     claim_subject,
-    cue_names,
     raw_fused_relevance,
 )
 
@@ -115,7 +114,7 @@ class CandidateScoring:
     ) -> CandidateScoring:
         lexical = LexicalScorer.for_cue(cue, doc_counts)
         names = CueNames.among(cue, lexical, [m.content for m in candidates]) if calibration is not None else None
-        named = frozenset(cue_names(cue.primary) + (cue_names(cue.semantic) if cue.semantic else []))
+        named = frozenset(cue.names)
         return cls(cue, lexical, names, calibration, named_periods(cue.text), named)
 
     def lexical(self, memory: StoredMemory, contained: bool) -> float:

@@ -136,9 +136,15 @@ def selected(tbl: Table, sel: Selection) -> list[ColumnElement[bool]]:
 # ------------------------------------------------------------------ encoding
 
 
+def recorded(tbl: Table) -> list[Column]:
+    """The columns a record carries: not those the database generates (memories.content_tail),
+    which it writes again from the others."""
+    return [c for c in tbl.c if c.computed is None]
+
+
 def encode(tbl: Table, row: Any) -> dict[str, Any]:
     values = row._mapping
-    return {c.name: _encode_value(c, values[c.name]) for c in tbl.c}
+    return {c.name: _encode_value(c, values[c.name]) for c in recorded(tbl)}
 
 
 def _encode_value(col: Column, value: Any) -> Any:
@@ -153,11 +159,12 @@ def _encode_value(col: Column, value: Any) -> Any:
 
 def decode(tbl: Table, record: dict[str, Any]) -> dict[str, Any]:
     """A record as the row to insert; refuses a record whose columns are not the table's."""
-    names = set(tbl.c.keys())
+    columns = recorded(tbl)
+    names = {c.name for c in columns}
     if set(record) != names:
         extra, lacking = sorted(set(record) - names), sorted(names - set(record))
         raise ValueError(f"table {tbl.name}: record columns differ (unknown {extra}, missing {lacking})")
-    return {c.name: _decode_value(c, record[c.name]) for c in tbl.c}
+    return {c.name: _decode_value(c, record[c.name]) for c in columns}
 
 
 def _decode_value(col: Column, value: Any) -> Any:
