@@ -14,7 +14,8 @@ memory quotes (docstrings of Python's standard library); and `quoting`, claims o
 joined up, as an agent pasting its notes would. Cues of more than 4 KiB put the rest in
 `semantic_context`. With --baseline-rev the same runs against that commit's `server/` tree
 (bench/harness.baseline_tree) in a server of its own, the two servers measured in alternating
-blocks so that both see the same machine. Writes bench/results/long-cues.md.
+blocks so that both see the same machine. With --postgres both run on a throwaway PostgreSQL
+cluster (tests/postgres.py) instead. Writes bench/results/long-cues.md.
 
     python bench/long_cues.py                          # 100k memories per scope
     python bench/long_cues.py --size 20000 --baseline-rev fdfd442
@@ -35,13 +36,14 @@ from pathlib import Path
 import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import RESULTS, ServerProcess, baseline_tree, claim, load, pct, server_revision, service_cue
+from harness import REPO, RESULTS, ServerProcess, baseline_tree, claim, load, pct, server_revision, service_cue
 from slowave.v1 import memory_service_pb2 as pb
 from slowave.v1 import memory_service_pb2_grpc as pb_grpc
 
 TASK_BYTES = 4096  # the contract's limit of `task`; the rest of a longer cue goes to semantic_context
 SEED = 20261206
 KINDS = ("question", "prose", "quoting")
+SCOPES = ("project:notes-last", "project:notes-first")
 
 
 def scope_claims(scope: str, size: int) -> list[str]:
@@ -113,29 +115,34 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=10, help="Activates per server before switching")
     parser.add_argument("--warmup", type=float, default=45.0, help="seconds of questions per scope after loading")
     parser.add_argument("--baseline-rev", help="also measure this commit's server/ tree, in the same run")
+    parser.add_argument(
+        "--postgres", action="store_true", help="on a throwaway PostgreSQL cluster from the machine's binaries"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "long-cues.md")
     args = parser.parse_args()
     text = prose()
-    scopes = ("project:notes-last", "project:notes-first")
-    stored = {scope: scope_claims(scope, args.size) for scope in scopes}
+    stored = {scope: scope_claims(scope, args.size) for scope in SCOPES}
     results: dict[tuple[str, str, str, int], list[float]] = {}
     with contextlib.ExitStack() as stack:
+        cluster = postgres_cluster(stack) if args.postgres else None
         stubs: dict[str, pb_grpc.MemoryServiceStub] = {}
         for name in ("this", "baseline") if args.baseline_rev else ("this",):
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"slowave-long-cues-{name}-")))
             env = {"PYTHONPATH": str(baseline_tree(args.baseline_rev, tmp / "tree"))} if name == "baseline" else {}
+            if cluster is not None:
+                env["SLOWAVE_DATABASE_URL"] = cluster.new_database()
             server = stack.enter_context(ServerProcess(tmp, env))
             stubs[name] = pb_grpc.MemoryServiceStub(stack.enter_context(grpc.insecure_channel(server.address)))
         for name, stub in stubs.items():
-            for scope in scopes:
+            for scope in SCOPES:
                 rate = load(stub, scope, stored[scope], check=True)
                 print(f"{name}: {scope} grown to {args.size:,} memories at {rate:,.0f}/s", flush=True)
-        for scope in scopes:
+        for scope in SCOPES:
             rng, deadline = random.Random(1), time.monotonic() + args.warmup
             while time.monotonic() < deadline:  # the dense graph is built in the background meanwhile
                 for stub in stubs.values():
                     activate(stub, scope, service_cue(rng), None)
-        for scope in scopes:
+        for scope in SCOPES:
             for kind in KINDS:
                 for length in args.lengths if kind != "question" else [0]:
                     cues_rng = random.Random(f"{scope}/{kind}/{length}")
@@ -154,6 +161,19 @@ def main() -> None:
     print(f"wrote {args.out}")
 
 
+def postgres_cluster(stack: contextlib.ExitStack):
+    """A throwaway PostgreSQL cluster (tests/postgres.py), removed when the run ends."""
+    sys.path.insert(0, str(REPO))
+    from tests.postgres import PostgresCluster, find_bindir
+
+    bindir = find_bindir()
+    if bindir is None:
+        raise SystemExit("--postgres: no PostgreSQL binaries found (apt-get install postgresql)")
+    cluster = PostgresCluster(bindir).start()
+    stack.callback(cluster.destroy)
+    return cluster
+
+
 def report(args: argparse.Namespace, results: dict, servers: list[str]) -> str:
     rev = server_revision()
     names = {"this": f"`{rev}`", "baseline": f"`{args.baseline_rev}`"}
@@ -163,13 +183,15 @@ def report(args: argparse.Namespace, results: dict, servers: list[str]) -> str:
         f"Command: `python bench/long_cues.py {' '.join(sys.argv[1:])}`  ",
         f"Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; machine: {platform.machine()}, Python "
         f"{platform.python_version()}; code: {', '.join(names[s] for s in servers)}  ",
-        f"Store: SQLite, `make serve` defaults; two scopes of {args.size:,} templated claims each "
+        f"Store: {'PostgreSQL' if args.postgres else 'SQLite'}, `make serve` defaults otherwise; two scopes of {args.size:,} templated claims each "
         "(see the script's docstring); closed loop, one caller, client wall time per Activate.",
         "",
         "| scope | cue | bytes | " + " | ".join(f"{names[s]} p50 / p95 (ms)" for s in servers) + " |",
         "|---|---|---:|" + "---|" * len(servers),
     ]
-    for scope, kind, length in sorted({k[1:] for k in results}, key=lambda k: (k[0], KINDS.index(k[1]), k[2])):
+    for scope, kind, length in sorted(
+        {k[1:] for k in results}, key=lambda k: (SCOPES.index(k[0]), KINDS.index(k[1]), k[2])
+    ):
         cells = []
         for s in servers:
             v = sorted(results[(s, scope, kind, length)])

@@ -409,8 +409,20 @@ def _as_before_0008(url: str) -> None:
         c.execute(text("DROP TABLE memory_cue_evidence"))
         c.execute(text("DROP TABLE cues"))
         c.execute(text("ALTER TABLE retrievals DROP COLUMN cue_number"))
-        # own_terms: 0009; occasion: 0012; claim_shape: 0016
-        for column in ("retired_seq", "positive_cues", "negative_cues", "own_terms", "occasion", "claim_shape"):
+        # 0017: the containment index sought by the first characters again, without the last
+        c.execute(text("DROP INDEX ix_memories_content_tail"))
+        c.execute(text("CREATE INDEX ix_memories_content_key ON memories (tenant, scope, content_key)"))
+        # own_terms: 0009; occasion: 0012; claim_shape: 0016; content_tail: 0017
+        columns = (
+            "retired_seq",
+            "positive_cues",
+            "negative_cues",
+            "own_terms",
+            "occasion",
+            "claim_shape",
+            "content_tail",
+        )
+        for column in columns:
             c.execute(text(f"ALTER TABLE memories DROP COLUMN {column}"))
         c.execute(text("ALTER TABLE memories ADD COLUMN learned_units INTEGER NOT NULL DEFAULT 0"))
         c.execute(text("UPDATE alembic_version SET version_num = '0007'"))
