@@ -86,7 +86,9 @@ class StaticEncoder:
         self._max_tokens = int(config.get("max_length", 512))
         self._tokenizer.enable_truncation(self._max_tokens)
         # ASCII white space only: Python's \s also matches control characters the tokenizer deletes.
-        self._words = re.compile(rf"(?:[ \t\n\r]*[^ \t\n\r]+){{{self._max_tokens}}}")
+        # Each word is followed by white space before the next, so the expression cannot split a
+        # word in two, and a text of fewer words fails in one pass.
+        self._words = re.compile(rf"[ \t\n\r]*[^ \t\n\r]+(?:[ \t\n\r]+[^ \t\n\r]+){{{self._max_tokens - 1}}}")
         vocabulary = self._tokenizer.get_vocab()
         self._dropped = left_out(vocabulary, keep_punctuation=as_model2vec, keep_numbers=as_model2vec)
 

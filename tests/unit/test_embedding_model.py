@@ -140,3 +140,13 @@ def test_a_text_longer_than_the_models_reach_is_embedded_from_the_tokens_truncat
         whole = [i for i in encoder._tokenizer.encode(text, add_special_tokens=False).ids if i not in encoder._dropped]
         assert encoder._first_words(text) is not None
         assert encoder._ids(text) == whole
+
+
+def test_a_long_text_of_fewer_words_than_the_models_reach_is_read_whole(encoder):
+    # Fewer words than max_length: no head, the tokenizer reads it all (and the expression that
+    # looks for the head fails in one pass: one that could split words backtracked for minutes).
+    for words in (30, 300, 511, 512):
+        text = " ".join(f"deployment{i}configuration" for i in range(words))
+        assert encoder._first_words(text) is None
+        whole = [i for i in encoder._tokenizer.encode(text, add_special_tokens=False).ids if i not in encoder._dropped]
+        assert encoder._ids(text) == whole
