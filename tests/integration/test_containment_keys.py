@@ -30,7 +30,7 @@ def _store(tmp_path, contents: list[str]) -> tuple[Database, list[int]]:
     return db, numbers
 
 
-def test_the_stored_tail_is_the_last_16_characters_of_the_normalised_text(tmp_path):
+def test_the_stored_tail_is_the_last_key_length_characters_of_the_normalised_text(tmp_path):
     contents = [
         "fifteen chars!!",  # 15 characters: no tail, as no key
         "sixteen chars!!!",
@@ -48,7 +48,7 @@ def test_the_stored_tail_is_the_last_16_characters_of_the_normalised_text(tmp_pa
     expected = {}
     for n, content in zip(numbers, contents):
         norm = normalize_claim(content)
-        expected[n] = norm[-16:] if len(norm) >= 16 else None
+        expected[n] = norm[-t.CONTENT_KEY_CHARS :] if len(norm) >= t.CONTENT_KEY_CHARS else None
     assert stored == expected
     assert expected[numbers[0]] is None and expected[numbers[1]] == "sixteen chars!!!"
 

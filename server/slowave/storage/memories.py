@@ -22,8 +22,8 @@ from slowave.storage.executor import Executor, PerDialect, any_of, upsert, value
 from slowave.storage.numbering import allocate_numbers
 from slowave.storage.occasions import Occasions
 from slowave.storage.search_terms import index_text, scope_key
+from slowave.storage.tables import CONTENT_KEY_CHARS
 
-CONTENT_KEY_CHARS = 16
 TERM_CHARS = 128  # scope_terms.term
 
 

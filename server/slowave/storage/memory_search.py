@@ -13,8 +13,9 @@ from slowave.storage import full_text
 from slowave.storage import tables as t
 from slowave.storage.executor import Executor, any_of, not_indexed, occurs_in, values_of
 from slowave.storage.full_text import VIEW_COLUMNS, retrievable
-from slowave.storage.memories import CONTENT_KEY_CHARS, TERM_CHARS
+from slowave.storage.memories import TERM_CHARS
 from slowave.storage.search_terms import index_token, scope_key
+from slowave.storage.tables import CONTENT_KEY_CHARS
 
 _m, _st = t.memories, t.scope_terms
 _TERM_DOCS = select(_st.c.term, _st.c.docs).where(
