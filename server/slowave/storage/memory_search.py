@@ -103,7 +103,8 @@ class MemorySearch:
         if not require_all:  # any of the terms, in the memory's own words or its session context
             indexed += [index_token(key, w, context=True) for w in terms]
         q = full_text.query(self.ex.dialect, indexed, require_all)
-        return self.ex.rows(full_text.MATCHES, {"q": q, "tenant": tenant, "scope": scope, "limit": limit})
+        statement = full_text.NEWEST_MATCHES if require_all else full_text.MATCHES
+        return self.ex.rows(statement, {"q": q, "tenant": tenant, "scope": scope, "limit": limit})
 
     def lexical_matches_each(
         self, tenant: str, scope: str, queries: Sequence[tuple[Sequence[str], bool]], limit: int
