@@ -67,14 +67,14 @@ def test_joined_candidate_query_returns_each_querys_own_matches(tmp_path):
     os.environ.get("SLOWAVE_TEST_BACKEND", "sqlite") != "postgresql",
     reason="a PostgreSQL query plan: runs in the PostgreSQL suite (SLOWAVE_TEST_BACKEND=postgresql)",
 )
-@pytest.mark.parametrize("statement", ["FLAG_MATCHES", "MATCHES"])
+@pytest.mark.parametrize("statement", ["FLAG_MATCHES", "FLAG_MATCHES_EACH", "MATCHES"])
 def test_queries_of_new_words_come_from_the_index_on_postgresql(tmp_path, statement):
     """A new claim's own values (a ticket, a port) are words no stored memory has, and a task
     quoting a claim asks for such words. Planned newest first with a LIMIT, PostgreSQL expected to
     meet matches soon and walked the scope testing each memory: 87 ms per query at 100k memories, 7 s
     for a batch of 100 claims (bench/results/history.md, 2026-12-05); an Activate whose task quoted
-    one claim, 144 ms (2026-12-07). The flags' statement and retrieval's any-of statement must read
-    the GIN index."""
+    one claim, 144 ms (2026-12-07). The flags' statements (one query, and a batch's queries in
+    one statement) and retrieval's any-of statement must read the GIN index."""
     db = Database(new_database_url(tmp_path))
     db.migrate()
     try:
@@ -99,7 +99,8 @@ def test_queries_of_new_words_come_from_the_index_on_postgresql(tmp_path, statem
             conn.exec_driver_sql("ANALYZE memories")
         unseen = [index_token(key, w, context=c) for w in ("inc4375299", "48213") for c in (False, True)]
         compiled = getattr(full_text, statement).get("postgresql").compile(dialect=postgresql.psycopg.dialect())
-        params = dict(compiled.params, q=full_text.query("postgresql", unseen, False), limit=64)
+        q = full_text.query("postgresql", unseen, False)
+        params = dict(compiled.params, q=q, queries=[q, full_text.query("postgresql", unseen[:2], True)], limit=64)
         params.update(tenant="local", scope="project:big")
         with db.engine.connect() as conn:
             plan = "\n".join(row[0] for row in conn.exec_driver_sql("EXPLAIN " + str(compiled), params))

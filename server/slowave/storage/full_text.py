@@ -4,7 +4,8 @@ storage.search_terms'). Neither is in storage.tables: the migrations alone descr
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Text, bindparam, column, distinct, func, literal, literal_column, select, table
+from sqlalchemy import BigInteger, Text, bindparam, column, distinct, func, literal, literal_column, select, table, true
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from slowave.storage import tables as t
 from slowave.storage.executor import Executor, PerDialect, not_indexed
@@ -131,6 +132,35 @@ FLAG_MATCHES = PerDialect(_flag_statement)
 """MATCHES with what Remember's flags read: the text, the status, and its own words as indexed
 (own_terms), which tell which of several queries joined in one (`any_query`, SQLite only) a row
 matches."""
+
+
+def _flag_each(dialect: str):
+    if dialect == "sqlite":
+        return None  # SQLite joins the queries into one (`any_query`)
+    # One lateral lookup per query: each query's matches from the GIN index (`OFFSET 0` keeps the
+    # planner from walking the scope newest first, as in `_index_first`), then its newest. One
+    # statement for a batch of 100 claims instead of 100: at 100k memories 41 ms against 165–174.
+    asked = (
+        func.unnest(bindparam("queries", type_=ARRAY(Text())))
+        .table_valued("q", with_ordinality="i")
+        .render_derived(name="asked")
+    )
+    hits = (
+        select(*FLAG_COLUMNS)
+        .where(literal_column("memories.content_tsv").op("@@")(func.to_tsquery(_SIMPLE, asked.c.q)), *retrievable())
+        .offset(literal_column("0"))
+        .correlate(asked)
+        .lateral("hits")
+    )
+    newest = select(*hits.c).order_by(hits.c.number.desc()).limit(bindparam("limit")).lateral("newest")
+    return (
+        select(asked.c.i, *newest.c).select_from(asked).join(newest, true()).order_by(asked.c.i, newest.c.number.desc())
+    )
+
+
+FLAG_MATCHES_EACH = PerDialect(_flag_each)
+"""PostgreSQL: FLAG_MATCHES for each of several queries (`queries`: `query` texts) in one
+statement, each row with the position of its query (`i`, from 1); None on SQLite."""
 
 
 def query(dialect: str, tokens: list[str], require_all: bool) -> str:

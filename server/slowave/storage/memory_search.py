@@ -111,26 +111,32 @@ class MemorySearch:
     ) -> list[list[Any]]:
         """Remember's flags' candidates: for each (terms, require_all) query, the memories of the
         scope holding any (or all) of the terms *in their own words* (number, status, content,
-        own_terms), newest first, at most `limit` each; on SQLite one round trip for the batch
-        instead of one per query.
+        own_terms), newest first, at most `limit` each; one statement for the batch instead of one
+        per query.
 
         Own words only, unlike retrieval's `lexical_matches`: a flag compares what two claims say
         themselves, so a memory that only its session context matches has none of the query's words
         to share with the new claim (measured on 100k templated memories: a quarter of the rows such
         a query read, and no flag among them).
 
-        One index query joins them all, with room for `limit` rows per query; each row is given to
-        the queries it matches, read from the words it is indexed with (the own_terms the index
-        holds). When that query filled its room, a query with fewer than `limit` rows may have
-        older matches beyond it: that query alone runs again."""
+        On SQLite one index query joins them all, with room for `limit` rows per query; each row is
+        given to the queries it matches, read from the words it is indexed with (the own_terms the
+        index holds). When that query filled its room, a query with fewer than `limit` rows may
+        have older matches beyond it: that query alone runs again. PostgreSQL looks each query up
+        apart, in one statement (full_text.FLAG_MATCHES_EACH)."""
         if not queries:
             return []
         key = scope_key(tenant, scope)
         if self.ex.dialect != "sqlite":
             # PostgreSQL estimates a tsquery ORing a batch's hundreds of terms to match most of the
             # scope and tests every memory against it (1.5 s for a batch of 100 claims at 100k
-            # memories); one query at a time is answered from the GIN index (FLAG_MATCHES): 85 ms.
-            return [self.flag_matches(tenant, scope, terms, require_all, limit) for terms, require_all in queries]
+            # memories); each query apart is answered from the GIN index, all in one statement.
+            texts = [full_text.query(self.ex.dialect, [index_token(key, w) for w in ws], a) for ws, a in queries]
+            each: list[list[Any]] = [[] for _ in queries]
+            params = {"queries": texts, "tenant": tenant, "scope": scope, "limit": limit}
+            for row in self.ex.rows(full_text.FLAG_MATCHES_EACH, params):
+                each[row.i - 1].append(row)
+            return each
         indexed = [[index_token(key, w) for w in terms] for terms, _ in queries]
         room = limit * len(queries)
         q = full_text.any_query(self.ex.dialect, [(tokens, a) for tokens, (_, a) in zip(indexed, queries)])
