@@ -92,6 +92,15 @@ def create_database_engine(url: str, pool: PoolOptions | None = None) -> Engine:
         connect_args={"connect_timeout": pool.connect_timeout},
     )
 
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record) -> None:
+        # No JIT compilation: every statement here is short, and compiling one costs more than it
+        # saves (Remember's flags for a batch of 100 claims at 100k memories: 8 ms of 41). Set per
+        # session, not as a startup option, which PgBouncer refuses.
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute("SET jit = off")
+        dbapi_connection.commit()
+
     @event.listens_for(engine, "begin")
     def _on_begin(conn) -> None:
         if conn.get_execution_options().get(READ_ONLY):
