@@ -95,16 +95,21 @@ class MemorySearch:
         index only proposes candidates; the caller scores them. Any-of queries are planned over
         rare words, so all their matches come back (at most `limit`); all-of queries are over
         common words, where every match would cost, so they stream the newest matches and stop at
-        `limit`. The index is partitioned by scope (storage.search_terms), so postings hold only
-        this scope's memories.
+        `limit` (on PostgreSQL: among the newest memories first, full_text.RECENT_MATCHES). The index
+        is partitioned by scope (storage.search_terms), so postings hold only this scope's memories.
         """
         key = scope_key(tenant, scope)
         indexed = [index_token(key, w) for w in terms]
         if not require_all:  # any of the terms, in the memory's own words or its session context
             indexed += [index_token(key, w, context=True) for w in terms]
         q = full_text.query(self.ex.dialect, indexed, require_all)
-        statement = full_text.NEWEST_MATCHES if require_all else full_text.MATCHES
-        return self.ex.rows(statement, {"q": q, "tenant": tenant, "scope": scope, "limit": limit})
+        params = {"q": q, "tenant": tenant, "scope": scope, "limit": limit}
+        if not require_all:
+            return self.ex.rows(full_text.MATCHES, params)
+        if self.ex.dialect == "sqlite":
+            return self.ex.rows(full_text.NEWEST_MATCHES, params)
+        recent = self.ex.rows(full_text.RECENT_MATCHES, {**params, "window": full_text.RECENT_WINDOW})
+        return recent if len(recent) >= limit else self.ex.rows(full_text.MATCHES, params)
 
     def lexical_matches_each(
         self, tenant: str, scope: str, queries: Sequence[tuple[Sequence[str], bool]], limit: int
