@@ -55,3 +55,22 @@ def test_an_all_of_query_returns_the_newest_matches_dense_or_rare(tmp_path):
             assert none == []
     finally:
         db.dispose()
+
+
+def test_the_flags_all_of_queries_return_the_newest_matches_dense_or_rare(tmp_path):
+    """Remember's flags ask all-of queries of a batch together (on PostgreSQL from the newest
+    memories first, read once for the batch): each gets what it gets asked alone."""
+    db = Database(new_database_url(tmp_path))
+    db.migrate()
+    try:
+        numbers = _store(db)
+        queries = [(["alpha", "beta"], True), (["alpha", "gamma"], True), (["gamma", "beta"], True), (["item7"], False)]
+        with db.transaction(read_only=True) as view:
+            batch = view.search.lexical_matches_each("local", "project:x", queries, 64)
+            for (terms, require_all), got in zip(queries, batch):
+                alone = view.search.flag_matches("local", "project:x", terms, require_all, 64)
+                assert [r.number for r in got] == [r.number for r in alone], terms
+            assert [r.number for r in batch[0]] == sorted(numbers[:10], reverse=True)
+            assert len(batch[1]) == 64 and batch[2] == []
+    finally:
+        db.dispose()

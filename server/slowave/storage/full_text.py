@@ -161,13 +161,15 @@ def _recent_matches(dialect: str):
 RECENT_MATCHES = PerDialect(_recent_matches)
 """PostgreSQL: NEWEST_MATCHES among the RECENT_WINDOW newest memories (see `_recent_matches`)."""
 
+
 FLAG_COLUMNS = (_m.c.number, _m.c.status, _m.c.content, _m.c.own_terms)
 
 
 def _flag_statement(dialect: str):
-    # The GIN index answers first, then the newest are taken, also for common words: at 100k
-    # memories, a claim's rare words (a new ticket, port or version) made PostgreSQL walk the whole
-    # scope (87 ms per query, 7 s for a batch of 100 claims), see `_index_first`.
+    # The GIN index answers first, then the newest are taken: at 100k memories, a claim's rare
+    # words (a new ticket, port or version) made PostgreSQL walk the whole scope (87 ms per query,
+    # 7 s for a batch of 100 claims), see `_index_first`. A batch's all-of queries first try the
+    # newest memories (MemorySearch._flag_matches_on_postgresql).
     return _index_first(dialect, FLAG_COLUMNS)
 
 
@@ -204,6 +206,29 @@ def _flag_each(dialect: str):
 FLAG_MATCHES_EACH = PerDialect(_flag_each)
 """PostgreSQL: FLAG_MATCHES for each of several queries (`queries`: `query` texts) in one
 statement, each row with the position of its query (`i`, from 1); None on SQLite."""
+
+
+def _recent_flag_rows():
+    recent = (
+        select(*FLAG_COLUMNS, _m.c.tenant, _m.c.scope, _m.c.stale_reason)
+        .order_by(_m.c.number.desc())
+        .limit(bindparam("window"))
+        .subquery("recent")
+    )
+    return (
+        select(*(recent.c[c.name] for c in FLAG_COLUMNS))
+        .where(
+            recent.c.tenant == bindparam("tenant"),
+            recent.c.scope == bindparam("scope"),
+            (recent.c.status == "active") | (recent.c.stale_reason == "superseded"),
+        )
+        .order_by(recent.c.number.desc())
+    )
+
+
+RECENT_FLAG_ROWS = _recent_flag_rows()
+"""What Remember's flags read of the scope's retrievable memories among the RECENT_WINDOW newest
+(`window`), newest first: a batch's all-of queries are tested on their own_terms (PostgreSQL)."""
 
 
 def query(dialect: str, tokens: list[str], require_all: bool) -> str:
