@@ -169,7 +169,7 @@ class MemorySearch:
         is first answered from the newest memories, read once for the batch, as retrieval's is
         (full_text.RECENT_MATCHES): from the index, a claim of common words only read every memory
         holding its three rarest together (85–99 ms a claim at 170k memories)."""
-        each: list[list[Any] | None] = [None] * len(queries)
+        answered: dict[int, list[Any]] = {}
         if any(require_all for _, require_all in queries):
             params = {"tenant": tenant, "scope": scope, "window": full_text.RECENT_WINDOW}
             recent = self.ex.rows(full_text.RECENT_FLAG_ROWS, params)
@@ -177,21 +177,20 @@ class MemorySearch:
                 words = [frozenset(r.own_terms.split()) for r in recent]
                 for i, (terms, require_all) in enumerate(queries):
                     found = [r for r, w in zip(recent, words) if w.issuperset(terms)] if require_all else []
-                    if len(found) >= limit:
-                        each[i] = found[:limit]
-        asked = [i for i, found in enumerate(each) if found is None]
+                    if len(found) >= limit:  # the newest matches of the whole scope
+                        answered[i] = found[:limit]
+        asked = [i for i in range(len(queries)) if i not in answered]
         if asked:
             key = scope_key(tenant, scope)
             texts = [
                 full_text.query(self.ex.dialect, [index_token(key, w) for w in queries[i][0]], queries[i][1])
                 for i in asked
             ]
-            for i in asked:
-                each[i] = []
+            answered.update((i, []) for i in asked)
             params = {"queries": texts, "tenant": tenant, "scope": scope, "limit": limit}
             for row in self.ex.rows(full_text.FLAG_MATCHES_EACH, params):
-                each[asked[row.i - 1]].append(row)  # type: ignore[union-attr]
-        return each  # type: ignore[return-value]
+                answered[asked[row.i - 1]].append(row)
+        return [answered[i] for i in range(len(queries))]
 
     def flag_matches(self, tenant: str, scope: str, terms: Sequence[str], require_all: bool, limit: int) -> list[Any]:
         """One query of `lexical_matches_each` alone: the memories holding any (or all) of the terms
