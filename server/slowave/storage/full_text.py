@@ -53,6 +53,22 @@ def retrievable(driven: bool = False) -> tuple:
     )
 
 
+def with_scope_columns(columns) -> tuple:
+    """The columns, and those `retrievable_in` tests: for a subquery that reads rows before they are
+    known to be the scope's."""
+    names = {c.name for c in columns}
+    return (*columns, *(_m.c[n] for n in ("tenant", "scope", "status", "stale_reason") if n not in names))
+
+
+def retrievable_in(rows) -> tuple:
+    """`retrievable`, tested on the columns of a subquery (`with_scope_columns`)."""
+    return (
+        rows.c.tenant == bindparam("tenant"),
+        rows.c.scope == bindparam("scope"),
+        (rows.c.status == "active") | (rows.c.stale_reason == "superseded"),
+    )
+
+
 def _index(dialect: str):
     if dialect == "sqlite":
         return _fts.insert().values(rowid=bindparam("n"), words=bindparam("w"))
@@ -100,14 +116,22 @@ def _index_first(dialect: str, columns: tuple = tuple(VIEW_COLUMNS)):
     10 rare words, 83 matches, estimated 3,897: 144 ms walking, 0.8 ms from the index)."""
     if dialect == "sqlite":
         return _newest_matches(dialect, columns)
+    # The scope is tested after the lookup, so that the GIN index is the only one that can answer:
+    # with the scope's conditions beside the words, PostgreSQL read a scope it had no statistics
+    # for yet (a new one, filling) row by row through the scope's index instead. The index is
+    # partitioned by scope (storage.search_terms): it holds no other scope's memories for the words.
     hits = (
-        select(*columns)
+        select(*with_scope_columns(columns))
         .where(_tsv_matches())
-        .where(*retrievable())
         .cte("hits")
         .prefix_with("MATERIALIZED", dialect="postgresql")
     )
-    return select(hits).order_by(hits.c.number.desc()).limit(bindparam("limit"))
+    return (
+        select(*(hits.c[c.name] for c in columns))
+        .where(*retrievable_in(hits))
+        .order_by(hits.c.number.desc())
+        .limit(bindparam("limit"))
+    )
 
 
 MATCHES = PerDialect(_index_first)
@@ -139,20 +163,15 @@ def _recent_matches(dialect: str):
     if dialect == "sqlite":
         return None
     recent = (
-        select(*VIEW_COLUMNS, _m.c.tenant, _m.c.scope, literal_column("memories.content_tsv").label("tsv"))
+        select(*with_scope_columns(VIEW_COLUMNS), literal_column("memories.content_tsv").label("tsv"))
         .order_by(_m.c.number.desc())
         .limit(bindparam("window"))
         .subquery("recent")
     )
-    in_scope = (
-        recent.c.tenant == bindparam("tenant"),
-        recent.c.scope == bindparam("scope"),
-        (recent.c.status == "active") | (recent.c.stale_reason == "superseded"),
-    )
     matched = recent.c.tsv.op("@@")(func.to_tsquery(_SIMPLE, bindparam("q", type_=Text)))
     return (
         select(*(recent.c[name] for name in MEMORY_VIEW))
-        .where(*in_scope, matched)
+        .where(*retrievable_in(recent), matched)
         .order_by(recent.c.number.desc())
         .limit(bindparam("limit"))
     )
@@ -191,13 +210,19 @@ def _flag_each(dialect: str):
         .render_derived(name="asked")
     )
     hits = (
-        select(*FLAG_COLUMNS)
-        .where(literal_column("memories.content_tsv").op("@@")(func.to_tsquery(_SIMPLE, asked.c.q)), *retrievable())
+        select(*with_scope_columns(FLAG_COLUMNS))
+        .where(literal_column("memories.content_tsv").op("@@")(func.to_tsquery(_SIMPLE, asked.c.q)))
         .offset(literal_column("0"))
         .correlate(asked)
         .lateral("hits")
     )
-    newest = select(*hits.c).order_by(hits.c.number.desc()).limit(bindparam("limit")).lateral("newest")
+    newest = (
+        select(*(hits.c[c.name] for c in FLAG_COLUMNS))
+        .where(*retrievable_in(hits))
+        .order_by(hits.c.number.desc())
+        .limit(bindparam("limit"))
+        .lateral("newest")
+    )
     return (
         select(asked.c.i, *newest.c).select_from(asked).join(newest, true()).order_by(asked.c.i, newest.c.number.desc())
     )
@@ -210,18 +235,14 @@ statement, each row with the position of its query (`i`, from 1); None on SQLite
 
 def _recent_flag_rows():
     recent = (
-        select(*FLAG_COLUMNS, _m.c.tenant, _m.c.scope, _m.c.stale_reason)
+        select(*with_scope_columns(FLAG_COLUMNS))
         .order_by(_m.c.number.desc())
         .limit(bindparam("window"))
         .subquery("recent")
     )
     return (
         select(*(recent.c[c.name] for c in FLAG_COLUMNS))
-        .where(
-            recent.c.tenant == bindparam("tenant"),
-            recent.c.scope == bindparam("scope"),
-            (recent.c.status == "active") | (recent.c.stale_reason == "superseded"),
-        )
+        .where(*retrievable_in(recent))
         .order_by(recent.c.number.desc())
     )
 
