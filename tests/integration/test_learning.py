@@ -409,6 +409,7 @@ def _as_before_0008(url: str) -> None:
         c.execute(text("DROP TABLE memory_cue_evidence"))
         c.execute(text("DROP TABLE cues"))
         c.execute(text("ALTER TABLE retrievals DROP COLUMN cue_number"))
+        c.execute(text("DROP INDEX IF EXISTS ix_memories_scope_newest"))  # 0018, PostgreSQL only
         # 0017: the containment index sought by the first characters again, without the last
         c.execute(text("DROP INDEX ix_memories_content_tail"))
         c.execute(text("CREATE INDEX ix_memories_content_key ON memories (tenant, scope, content_key)"))

@@ -142,17 +142,23 @@ NEWEST_MATCHES = PerDialect(_newest_matches)
 """MATCHES for queries of common words, whose matches may be most of the scope: the newest, read
 in order until `limit` (SQLite; on PostgreSQL RECENT_MATCHES, then MATCHES if it found too few)."""
 
+NEWEST_FIRST = -_m.c.number
+"""The order of ix_memories_scope_newest (PostgreSQL, migration 0018), which the primary key cannot
+give: the scope's newest memories are read from that index, never by walking the table's."""
+
 RECENT_WINDOW = 1024
-"""How many of the newest memories RECENT_MATCHES reads (of every scope: PostgreSQL has no index
-of a scope's memories by number). Testing one costs ≈ 10 µs at 100k memories, so a window that
-holds too few matches costs ≈ 10 ms before the index is asked, and it is asked only when matches
-are rarer than `limit` in 1,024 among the newest (at `limit` 64, fewer than 1 in 16 memories: where
-matches are spread evenly, the index then reads at most that share of the scope)."""
+"""How many of the scope's newest memories RECENT_MATCHES reads (through ix_memories_scope_newest):
+≈ 1 ms to read and test them all in a scope of 217k memories, so a window that holds too few
+matches costs about that before the GIN index is asked; and it is asked only when matches are
+rarer than `limit` in 1,024 among the newest (at `limit` 64, fewer than 1 in 16 memories: where
+matches are spread evenly, the GIN index then reads at most that share of the scope)."""
 
 
 def _recent_matches(dialect: str):
-    """PostgreSQL: the matches of q among the RECENT_WINDOW newest memories (`window`), newest first,
-    at most `limit`. When they are `limit`, they are the newest matches of the whole scope.
+    """PostgreSQL: the matches of q among the scope's RECENT_WINDOW newest memories (`window`),
+    newest first, at most `limit`. When they are `limit`, they are the newest matches of the whole
+    scope. The scope's own newest are read (the index of migration 0018): the table's newest were
+    mostly other scopes' once several were written to, and the GIN index then answered again.
 
     All-of queries are of common words, and PostgreSQL estimates that common words match together
     as often as chance has it. Words that never occur together (two templates' words, two topics)
@@ -163,22 +169,23 @@ def _recent_matches(dialect: str):
     if dialect == "sqlite":
         return None
     recent = (
-        select(*with_scope_columns(VIEW_COLUMNS), literal_column("memories.content_tsv").label("tsv"))
-        .order_by(_m.c.number.desc())
+        select(*VIEW_COLUMNS, literal_column("memories.content_tsv").label("tsv"))
+        .where(_m.c.tenant == bindparam("tenant"), _m.c.scope == bindparam("scope"))
+        .order_by(NEWEST_FIRST)
         .limit(bindparam("window"))
         .subquery("recent")
     )
     matched = recent.c.tsv.op("@@")(func.to_tsquery(_SIMPLE, bindparam("q", type_=Text)))
     return (
         select(*(recent.c[name] for name in MEMORY_VIEW))
-        .where(*retrievable_in(recent), matched)
-        .order_by(recent.c.number.desc())
+        .where((recent.c.status == "active") | (recent.c.stale_reason == "superseded"), matched)
+        .order_by(-recent.c.number)  # the window's own order: read until `limit` matches
         .limit(bindparam("limit"))
     )
 
 
 RECENT_MATCHES = PerDialect(_recent_matches)
-"""PostgreSQL: NEWEST_MATCHES among the RECENT_WINDOW newest memories (see `_recent_matches`)."""
+"""PostgreSQL: NEWEST_MATCHES among the scope's RECENT_WINDOW newest memories (see `_recent_matches`)."""
 
 
 FLAG_COLUMNS = (_m.c.number, _m.c.status, _m.c.content, _m.c.own_terms)
@@ -235,14 +242,15 @@ statement, each row with the position of its query (`i`, from 1); None on SQLite
 
 def _recent_flag_rows():
     recent = (
-        select(*with_scope_columns(FLAG_COLUMNS))
-        .order_by(_m.c.number.desc())
+        select(*FLAG_COLUMNS, _m.c.stale_reason)
+        .where(_m.c.tenant == bindparam("tenant"), _m.c.scope == bindparam("scope"))
+        .order_by(NEWEST_FIRST)
         .limit(bindparam("window"))
         .subquery("recent")
     )
     return (
         select(*(recent.c[c.name] for c in FLAG_COLUMNS))
-        .where(*retrievable_in(recent))
+        .where((recent.c.status == "active") | (recent.c.stale_reason == "superseded"))
         .order_by(recent.c.number.desc())
     )
 

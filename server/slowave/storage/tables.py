@@ -190,6 +190,7 @@ FULL_TEXT_INDEX = frozenset(
         "memories_fts_idx",
         "content_tsv",
         "ix_memories_content_tsv",
+        "ix_memories_scope_newest",  # PostgreSQL only (migration 0018): full_text.RECENT_MATCHES
     }
 )
 
