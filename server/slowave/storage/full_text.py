@@ -53,15 +53,15 @@ def retrievable(driven: bool = False) -> tuple:
     )
 
 
-def with_scope_columns(columns) -> tuple:
-    """The columns, and those `retrievable_in` tests: for a subquery that reads rows before they are
+def _with_scope_columns(columns) -> tuple:
+    """The columns, and those `_retrievable_in` tests: for a subquery that reads rows before they are
     known to be the scope's."""
     names = {c.name for c in columns}
     return (*columns, *(_m.c[n] for n in ("tenant", "scope", "status", "stale_reason") if n not in names))
 
 
-def retrievable_in(rows) -> tuple:
-    """`retrievable`, tested on the columns of a subquery (`with_scope_columns`)."""
+def _retrievable_in(rows) -> tuple:
+    """`retrievable`, tested on the columns of a subquery (`_with_scope_columns`)."""
     return (
         rows.c.tenant == bindparam("tenant"),
         rows.c.scope == bindparam("scope"),
@@ -121,14 +121,14 @@ def _index_first(dialect: str, columns: tuple = tuple(VIEW_COLUMNS)):
     # for yet (a new one, filling) row by row through the scope's index instead. The index is
     # partitioned by scope (storage.search_terms): it holds no other scope's memories for the words.
     hits = (
-        select(*with_scope_columns(columns))
+        select(*_with_scope_columns(columns))
         .where(_tsv_matches())
         .cte("hits")
         .prefix_with("MATERIALIZED", dialect="postgresql")
     )
     return (
         select(*(hits.c[c.name] for c in columns))
-        .where(*retrievable_in(hits))
+        .where(*_retrievable_in(hits))
         .order_by(hits.c.number.desc())
         .limit(bindparam("limit"))
     )
@@ -217,7 +217,7 @@ def _flag_each(dialect: str):
         .render_derived(name="asked")
     )
     hits = (
-        select(*with_scope_columns(FLAG_COLUMNS))
+        select(*_with_scope_columns(FLAG_COLUMNS))
         .where(literal_column("memories.content_tsv").op("@@")(func.to_tsquery(_SIMPLE, asked.c.q)))
         .offset(literal_column("0"))
         .correlate(asked)
@@ -225,7 +225,7 @@ def _flag_each(dialect: str):
     )
     newest = (
         select(*(hits.c[c.name] for c in FLAG_COLUMNS))
-        .where(*retrievable_in(hits))
+        .where(*_retrievable_in(hits))
         .order_by(hits.c.number.desc())
         .limit(bindparam("limit"))
         .lateral("newest")
