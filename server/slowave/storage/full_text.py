@@ -46,11 +46,13 @@ def retrievable(driven: bool = False) -> tuple:
     (their replacements stand in). `driven`: the statement is driven by other lookups (full-text
     postings, primary keys), which SQLite would otherwise give up for a walk of the scope's index."""
     tenant, scope = (not_indexed(_m.c.tenant), not_indexed(_m.c.scope)) if driven else (_m.c.tenant, _m.c.scope)
-    return (
-        tenant == bindparam("tenant"),
-        scope == bindparam("scope"),
-        (_m.c.status == "active") | (_m.c.stale_reason == "superseded"),
-    )
+    return tenant == bindparam("tenant"), scope == bindparam("scope"), _kept(_m.c)
+
+
+def _kept(c):
+    """Active, or retired as superseded (`retrievable`'s status test), on a table's or subquery's
+    columns `c`."""
+    return (c.status == "active") | (c.stale_reason == "superseded")
 
 
 def _with_scope_columns(columns) -> tuple:
@@ -62,11 +64,7 @@ def _with_scope_columns(columns) -> tuple:
 
 def _retrievable_in(rows) -> tuple:
     """`retrievable`, tested on the columns of a subquery (`_with_scope_columns`)."""
-    return (
-        rows.c.tenant == bindparam("tenant"),
-        rows.c.scope == bindparam("scope"),
-        (rows.c.status == "active") | (rows.c.stale_reason == "superseded"),
-    )
+    return rows.c.tenant == bindparam("tenant"), rows.c.scope == bindparam("scope"), _kept(rows.c)
 
 
 def _index(dialect: str):
@@ -89,19 +87,13 @@ def _tsv_matches():
 
 
 def _newest_matches(dialect: str, columns: tuple = tuple(VIEW_COLUMNS)):
-    if dialect == "sqlite":
-        return (
-            select(*columns)
-            .select_from(_fts.join(_m, _m.c.number == _fts.c.rowid))
-            .where(literal_column("memories_fts").op("MATCH")(bindparam("q")), *retrievable(driven=True))
-            .order_by(_fts.c.rowid.desc())
-            .limit(bindparam("limit"))
-        )
+    if dialect != "sqlite":
+        return None  # PostgreSQL asks RECENT_MATCHES, then MATCHES (MemorySearch.lexical_matches)
     return (
         select(*columns)
-        .where(_tsv_matches())
-        .where(*retrievable(driven=True))
-        .order_by(_m.c.number.desc())
+        .select_from(_fts.join(_m, _m.c.number == _fts.c.rowid))
+        .where(literal_column("memories_fts").op("MATCH")(bindparam("q")), *retrievable(driven=True))
+        .order_by(_fts.c.rowid.desc())
         .limit(bindparam("limit"))
     )
 
@@ -139,8 +131,8 @@ MATCHES = PerDialect(_index_first)
 for queries of rare words (their matches are few: every one is read)."""
 
 NEWEST_MATCHES = PerDialect(_newest_matches)
-"""MATCHES for queries of common words, whose matches may be most of the scope: the newest, read
-in order until `limit` (SQLite; on PostgreSQL RECENT_MATCHES, then MATCHES if it found too few)."""
+"""SQLite: MATCHES for queries of common words, whose matches may be most of the scope: the newest,
+read in order until `limit` (PostgreSQL: RECENT_MATCHES, then MATCHES if it found too few)."""
 
 NEWEST_FIRST = -_m.c.number
 """The order of ix_memories_scope_newest (PostgreSQL, migration 0018), which the primary key cannot
@@ -152,6 +144,17 @@ RECENT_WINDOW = 1024
 matches costs about that before the GIN index is asked; and it is asked only when matches are
 rarer than `limit` in 1,024 among the newest (at `limit` 64, fewer than 1 in 16 memories: where
 matches are spread evenly, the GIN index then reads at most that share of the scope)."""
+
+
+def _scope_window(*columns):
+    """The scope's RECENT_WINDOW newest memories (`window`), any status, as a subquery."""
+    return (
+        select(*columns)
+        .where(_m.c.tenant == bindparam("tenant"), _m.c.scope == bindparam("scope"))
+        .order_by(NEWEST_FIRST)
+        .limit(bindparam("window"))
+        .subquery("recent")
+    )
 
 
 def _recent_matches(dialect: str):
@@ -168,17 +171,11 @@ def _recent_matches(dialect: str):
     which the walk answers in 2.7. The window bounds the walk; the index answers what it leaves."""
     if dialect == "sqlite":
         return None
-    recent = (
-        select(*VIEW_COLUMNS, literal_column("memories.content_tsv").label("tsv"))
-        .where(_m.c.tenant == bindparam("tenant"), _m.c.scope == bindparam("scope"))
-        .order_by(NEWEST_FIRST)
-        .limit(bindparam("window"))
-        .subquery("recent")
-    )
+    recent = _scope_window(*VIEW_COLUMNS, literal_column("memories.content_tsv").label("tsv"))
     matched = recent.c.tsv.op("@@")(func.to_tsquery(_SIMPLE, bindparam("q", type_=Text)))
     return (
         select(*(recent.c[name] for name in MEMORY_VIEW))
-        .where((recent.c.status == "active") | (recent.c.stale_reason == "superseded"), matched)
+        .where(_kept(recent.c), matched)
         .order_by(-recent.c.number)  # the window's own order: read until `limit` matches
         .limit(bindparam("limit"))
     )
@@ -241,18 +238,8 @@ statement, each row with the position of its query (`i`, from 1); None on SQLite
 
 
 def _recent_flag_rows():
-    recent = (
-        select(*FLAG_COLUMNS, _m.c.stale_reason)
-        .where(_m.c.tenant == bindparam("tenant"), _m.c.scope == bindparam("scope"))
-        .order_by(NEWEST_FIRST)
-        .limit(bindparam("window"))
-        .subquery("recent")
-    )
-    return (
-        select(*(recent.c[c.name] for c in FLAG_COLUMNS))
-        .where((recent.c.status == "active") | (recent.c.stale_reason == "superseded"))
-        .order_by(recent.c.number.desc())
-    )
+    recent = _scope_window(*FLAG_COLUMNS, _m.c.stale_reason)
+    return select(*(recent.c[c.name] for c in FLAG_COLUMNS)).where(_kept(recent.c)).order_by(recent.c.number.desc())
 
 
 RECENT_FLAG_ROWS = _recent_flag_rows()
