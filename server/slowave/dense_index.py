@@ -171,6 +171,14 @@ class _Scope:
     lock: threading.Lock = field(default_factory=threading.Lock)
     twins: dict[int, list[int]] = field(default_factory=dict)
     """The graph's node of a vector (its first row) -> the later rows with the same vector, ascending."""
+    scan_nodes_below: int = ANN_MIN_ROWS
+    """While the scope has fewer distinct vectors than this, searches scan its nodes exactly."""
+    nodes: tuple[int, Any, Any] = (0, None, None)
+    """(count, positions, vectors) of the nodes registered so far, published whole: their rows,
+    ascending, and — while fewer than `scan_nodes_below` — a copy of their vectors, contiguous for
+    one product (None from then on: the graph serves). Entries below `count` are never rewritten."""
+    loose_rows: int = 0
+    """How many rows fit the scope worst (`loose_positions` holds the nodes among them only)."""
     _nodes: dict[bytes, int] = field(default_factory=dict)
     """Digest of a vector -> its node, for the rows registered so far (`graph_keys`)."""
     _registered: int = 0
@@ -210,31 +218,88 @@ class _Scope:
             elif position >= known:  # rows asked again (a graph add that failed) are twins already
                 twins.setdefault(node, []).append(position)
         self._registered = max(known, end)
+        fresh = [p for p in keys if p >= known]  # rows asked again are registered nodes already
+        if fresh:
+            self._add_nodes(np.asarray(fresh, dtype=np.int64))
         return np.asarray(keys, dtype=np.uint64)
 
-    def with_twins(self, nodes: Any, below: int, limit: int) -> Any:
-        """The rows of the graph's `nodes` and, for each, up to `limit` of its newest twins under
-        `below` (the rows the graph covers; later ones are scanned anyway)."""
+    def _add_nodes(self, rows: Any) -> None:
+        """Appends nodes (ascending, after every registered one) and publishes the new view; the
+        buffers grow by doubling, and a search holding the old view reads rows that never change."""
+        import numpy as np
+
+        count, positions, vectors = self.nodes
+        need = count + len(rows)
+        keep_vectors = need < self.scan_nodes_below
+        if positions is None or need > len(positions):
+            capacity = max(need, 2 * (len(positions) if positions is not None else 0), 1024)
+            grown = np.empty(capacity, dtype=np.int64)
+            grown[:count] = positions[:count] if count else grown[:0]
+            positions = grown
+            if keep_vectors:
+                grown_vectors = np.empty((capacity, self.dim), dtype=np.float32)
+                grown_vectors[:count] = vectors[:count] if count else grown_vectors[:0]
+                vectors = grown_vectors
+        positions[count:need] = rows
+        if keep_vectors:
+            vectors[count:need] = self.matrix[rows]
+        self.nodes = (need, positions, vectors if keep_vectors else None)
+
+    def nodes_among(self, rows: Any) -> Any:
+        """The rows (ascending, registered) that are nodes, not twins."""
+        import numpy as np
+
+        count, positions, _ = self.nodes
+        if not len(rows) or not count:
+            return rows[:0]
+        at = np.minimum(np.searchsorted(positions[:count], rows), count - 1)
+        return rows[positions[at] == rows]
+
+    def newest_rows(self, nodes: Any, scores: Any, below: int, limit: int) -> tuple[Any, Any]:
+        """The `limit` rows under `below` (the rows the graph covers; later ones are scanned anyway)
+        of the best of `nodes`, each with its node's score: a node's newest twins first, then the
+        node itself, then the next node's — the newest of equally near rows."""
         import numpy as np
 
         twins = self.twins
+        order = np.argsort(-scores, kind="stable")
         if not twins:
-            return nodes
-        extra: list[int] = []
-        for node in nodes.tolist():
-            rows = twins.get(node)
-            if rows:
-                end = bisect.bisect_left(rows, below)
-                extra += rows[max(0, end - limit) : end]
-        # Twins are no node and each row is the twin of one node only: nothing to deduplicate.
-        return np.concatenate([nodes, np.asarray(extra, dtype=np.int64)]) if extra else nodes
+            return nodes[order[:limit]], scores[order[:limit]]
+        rows: list[int] = []
+        row_scores: list[float] = []
+        for node, score in zip(nodes[order].tolist(), scores[order].tolist()):
+            later = twins.get(node)
+            if later:
+                end = bisect.bisect_left(later, below)
+                taken = later[max(0, end - (limit - len(rows))) : end][::-1]
+                rows += taken
+                row_scores += [score] * len(taken)
+            if len(rows) < limit:
+                rows.append(node)
+                row_scores.append(score)
+            if len(rows) >= limit:
+                break
+        return np.asarray(rows, dtype=np.int64), np.asarray(row_scores, dtype=scores.dtype)
 
     def measured(self, fit: _Fit, loose: Any, rows: int) -> None:
         """Publishes a fit measured over rows [0, rows) and their loose positions (under the lock)."""
         import numpy as np
 
         self.fit = fit
+        self.loose_rows = len(loose)
+        loose = self.nodes_among(loose)  # a twin fits as its node does: scanning the node finds both
         self.loose_positions, self.loose_vectors = loose, np.ascontiguousarray(self.matrix[:rows][loose])
+
+    def take_loose(self, start: int, rows: Any) -> None:
+        """Adds the loose ones among registered rows [start, start + len(rows)) (under the lock)."""
+        import numpy as np
+
+        loose = start + np.flatnonzero(self.fit.of(rows) < self.fit.cut)
+        self.loose_rows += len(loose)
+        loose = self.nodes_among(loose)
+        if len(loose):  # new arrays, published whole: a search may hold the old ones
+            self.loose_positions = np.concatenate([self.loose_positions, loose])
+            self.loose_vectors = np.concatenate([self.loose_vectors, rows[loose - start]])
 
 
 def graph_parameters(dim: int) -> dict:
@@ -328,7 +393,9 @@ class VectorIndex:
             with self._lock:
                 entry = self._scopes.get((tenant, scope))
                 if entry is None:
-                    entry = self._scopes[(tenant, scope)] = _Scope(matrix.shape[1], (tenant, scope))
+                    entry = self._scopes[(tenant, scope)] = _Scope(
+                        matrix.shape[1], (tenant, scope), scan_nodes_below=self.ann_min_rows
+                    )
             with entry.lock:
                 fresh = numbers > entry.latest
                 if fresh.any():
@@ -353,7 +420,6 @@ class VectorIndex:
     def _catch_up(self, entry: _Scope) -> None:
         """Builds the scope's graph, fit and loose rows from a snapshot of its rows and publishes
         them, then adds the rows appended since, a few at a time."""
-        import numpy as np
 
         try:
             if entry.ann is None:
@@ -416,13 +482,10 @@ class VectorIndex:
                     keys = entry.graph_keys(start, end)
                     if len(keys):
                         entry.ann.add(keys, entry.matrix[keys], threads=1)
-                    loose = np.flatnonzero(entry.fit.of(rows) < entry.fit.cut)
-                    if len(loose):  # new arrays, published whole: a search may hold the old ones
-                        entry.loose_positions = np.concatenate([entry.loose_positions, start + loose])
-                        entry.loose_vectors = np.concatenate([entry.loose_vectors, rows[loose]])
+                    entry.take_loose(start, rows)
                     entry.ann_rows = end
                     n, matrix = end, entry.matrix
-                    refit = len(entry.loose_positions) > 2 * LOOSE_SHARE * n
+                    refit = entry.loose_rows > 2 * LOOSE_SHARE * n
                 if refit:
                     # The scope has moved on from what its centres describe (claims of a new kind
                     # keep arriving, all loose): measure the fit again, so the scan stays ~LOOSE_SHARE.
@@ -455,7 +518,6 @@ class VectorIndex:
         """Replaces the scope's graph by the saved one when that covers more of the scope's rows
         (and exactly those this process holds), so this process adds none of them itself; whether
         it did."""
-        import numpy as np
 
         assert self.files is not None
         tenant, scope = entry.key
@@ -468,14 +530,10 @@ class VectorIndex:
             return False
         graph, rows = loaded
         entry.graph_keys(have, rows)
-        added = matrix[have:rows]
-        loose = np.flatnonzero(entry.fit.of(added) < entry.fit.cut)
         with entry.lock:
             entry.ann, entry.ann_rows, entry.saved_rows = graph, rows, rows
-            if len(loose):  # new arrays, published whole: a search may hold the old ones
-                entry.loose_positions = np.concatenate([entry.loose_positions, have + loose])
-                entry.loose_vectors = np.concatenate([entry.loose_vectors, added[loose]])
-            refit = len(entry.loose_positions) > 2 * LOOSE_SHARE * rows
+            entry.take_loose(have, matrix[have:rows])
+            refit = entry.loose_rows > 2 * LOOSE_SHARE * rows
         if refit:
             fit, loose_all = _fit_and_loose(matrix[:rows])
             with entry.lock:
@@ -528,29 +586,45 @@ class VectorIndex:
         if entry is None:
             return {}
         query = np.asarray(query, dtype=np.float32)
+        graph = loose_positions = loose_vectors = node_vectors = None
         with entry.lock:
             size, matrix, numbers = entry.size, entry.matrix, entry.numbers
             k = min(limit, size)
             scanned = 0
             if entry.ann is not None:
                 scanned = entry.ann_rows
-                nodes = np.asarray(entry.ann.search(query, min(k, scanned), threads=1).keys, dtype=np.int64)
-                graph = entry.with_twins(nodes, scanned, k)
-                loose_positions, loose_vectors = entry.loose_positions, entry.loose_vectors
+                count, node_positions, node_vectors = entry.nodes
+                if node_vectors is None:
+                    graph = np.asarray(entry.ann.search(query, min(k, scanned), threads=1).keys, dtype=np.int64)
+                    loose_positions, loose_vectors = entry.loose_positions, entry.loose_vectors
+                else:  # registration may run ahead of the graph: the nodes among the rows it covers
+                    count = int(np.searchsorted(node_positions[:count], scanned))
         # Matrix-vector products through BLAS on one thread (the server limits it: slowave.api.blas).
         # On OpenBLAS's own threads a product of a few thousand rows left them spinning: the 5,000
         # loose rows at 100k kept a second core busy (server CPU 1.8 against 0.9 cores, one caller,
         # bench/perf.py); on one thread BLAS is twice as fast as einsum (5,000 × 128: 0.044
-        # against 0.092 ms). Rows [0, size) of the buffer never change, so no lock.
+        # against 0.092 ms). Rows [0, size) of the buffers never change, so no lock.
         rest = matrix[scanned:size] @ query  # all rows, or those the graph lacks
         if scanned:
-            # The graph's candidates and the loose rows (a row may be both), then the newer rows.
-            inside = graph
-            if len(loose_positions):  # ascending, so membership is a binary search
-                at = np.minimum(np.searchsorted(loose_positions, graph), len(loose_positions) - 1)
-                inside = graph[loose_positions[at] != graph]
-            positions = np.concatenate([inside, loose_positions, np.arange(scanned, size)])
-            scores = np.concatenate([matrix[inside] @ query, loose_vectors @ query, rest])
+            if graph is None:
+                # Fewer distinct vectors than a graph is worth: every node, exactly. (bench/scale.py's
+                # 100k templated claims have 1,801, as claims differing only in numbers share one.)
+                nodes, node_scores = node_positions[:count], node_vectors[:count] @ query
+            else:
+                # The graph's nodes and the loose ones (a node may be both).
+                nodes = graph
+                if len(loose_positions):  # ascending, so membership is a binary search
+                    at = np.minimum(np.searchsorted(loose_positions, graph), len(loose_positions) - 1)
+                    nodes = graph[loose_positions[at] != graph]
+                node_scores = np.concatenate([matrix[nodes] @ query, loose_vectors @ query])
+                nodes = np.concatenate([nodes, loose_positions])
+            if k < len(nodes):  # the best rows are among the best nodes' rows: a twin has its node's cosine
+                best = np.argpartition(-node_scores, k - 1)[:k]
+                nodes, node_scores = nodes[best], node_scores[best]
+            with entry.lock:
+                rows, row_scores = entry.newest_rows(nodes, node_scores, scanned, k)
+            positions = np.concatenate([rows, np.arange(scanned, size)])
+            scores = np.concatenate([row_scores, rest])
         else:
             positions, scores = np.arange(size), rest
         if k < len(positions):

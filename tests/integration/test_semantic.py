@@ -235,7 +235,9 @@ def test_an_unlike_memory_in_a_graph_served_scope_is_found_though_the_graph_neve
     srv = start_test_server(tmp_path, semantic="static")
     try:
         index = srv.running.ctx.semantic.index
-        index.ann_min_rows, index.background = 500, False
+        # 801 claims, 61 distinct vectors (claims differing only in numbers share one): a graph serves
+        # from 50 distinct vectors on; with fewer every search would scan them all exactly.
+        index.ann_min_rows, index.background = 50, False
         texts, _ = _templated(StaticEncoder(), 800)
         claim, cue = UNLIKE[0]
         texts.insert(400, claim)

@@ -62,6 +62,12 @@ def _exact(matrix, numbers, query, k):
     return {int(numbers[i]): float(scores[i]) for i in top}
 
 
+def _loose_rows(entry) -> set[int]:
+    """The rows a search scans as loose: the loose nodes and their twins (which share their vector)."""
+    nodes = entry.loose_positions.tolist()
+    return set(nodes) | {twin for node in nodes for twin in entry.twins.get(node, [])}
+
+
 def _templated(encoder, n):
     services = [f"{a}-{b}" for a in ("billing", "search", "ledger", "auth", "media") for b in ("api", "worker", "cron")]
     texts = [
@@ -232,7 +238,7 @@ def test_every_claim_of_a_minority_kind_is_loose_and_found_where_the_graph_misse
     repo.add(rows, start=1)
     index.similarities(repo, "t", "s", rows[0], also=[], limit=16)  # builds the graph and the fit
     entry = index._scopes[("t", "s")]
-    assert set(minority.tolist()) <= set(entry.loose_positions.tolist())
+    assert set(minority.tolist()) <= _loose_rows(entry)
     entry.ann = _BulkOnlyGraph(entry.matrix, np.setdiff1d(np.arange(len(rows)), minority))
     for position in minority:
         got = index.similarities(repo, "t", "s", rows[position], also=[], limit=16)
@@ -350,6 +356,37 @@ def test_identical_vectors_share_one_node_and_come_back_with_it(encoder):
     assert len([n for n in got if n > 3000]) >= 15  # the node's newest twins
 
 
+def test_a_scope_of_few_distinct_vectors_is_scanned_exactly_whatever_its_rows(encoder):
+    """The graph serves from `ann_min_rows` distinct vectors, not rows: 3,000 templated claims that
+    differ only in their numbers have 60 vectors, and a search compares the cue with each of them
+    exactly (returning each one's newest rows), so even a graph that never returns a claim does not
+    hide it, and no loose scan is needed."""
+    texts, vectors = _templated(encoder, 3000)
+    unlike = encoder.encode([UNLIKE[0][0]])
+    rows = np.vstack([vectors[:1500], unlike, vectors[1500:]])
+    repo, index = FakeRepo(), VectorIndex("enc", ann_min_rows=1000, background=False)
+    repo.add(rows, start=1)
+    query = encoder.encode([UNLIKE[0][1]])[0]
+    index.similarities(repo, "t", "s", query, also=[], limit=16)
+    entry = index._scopes[("t", "s")]
+    assert entry.ann_rows == 3001 and entry.nodes[0] == 61 and entry.nodes[2] is not None
+    entry.ann = _BulkOnlyGraph(entry.matrix, [p for p in range(len(rows)) if p != 1500])
+    entry.loose_positions, entry.loose_vectors = entry.loose_positions[:0], entry.loose_vectors[:0]
+    got = index.similarities(repo, "t", "s", query, also=[], limit=16)
+    exact = _exact(rows, np.arange(1, len(rows) + 1), query, 16)  # twins tie: compare the cosines
+    assert sorted(got.values()) == pytest.approx(sorted(exact.values()), abs=1e-5) and 1501 in got
+
+    # Each of the best vector's rows has its cosine: 16 of the 50 billing-api staging claims.
+    query = encoder.encode(["Which port does the billing-api service listen on in staging?"])[0]
+    got = index.similarities(repo, "t", "s", query, also=[], limit=16)
+    staging = {
+        n
+        for n, text in enumerate(texts[:1500] + [""] + texts[1500:], start=1)
+        if "billing-api" in text and "staging" in text
+    }
+    assert len(got) == 16 and set(got) == set(sorted(staging)[-16:])  # the newest of them
+
+
 def test_rows_asked_for_again_get_the_same_nodes_and_no_second_twin():
     rng = np.random.default_rng(12)
     distinct = _unit(rng, 5)
@@ -359,4 +396,7 @@ def test_rows_asked_for_again_get_the_same_nodes_and_no_second_twin():
     assert first.tolist() == [0, 1, 2, 3, 4] and entry.twins == {0: [5], 1: [6], 2: [7]}
     again = entry.graph_keys(3, 10)  # as after an add of rows 3-7 that failed
     assert again.tolist() == [3, 4] and entry.twins == {0: [5], 1: [6], 2: [7], 3: [8], 4: [9]}
-    assert entry.with_twins(np.array([0, 4]), below=9, limit=16).tolist() == [0, 4, 5]
+    rows, scores = entry.newest_rows(np.array([4, 0]), np.array([0.25, 0.5]), below=9, limit=16)
+    assert rows.tolist() == [5, 0, 4] and scores.tolist() == [0.5, 0.5, 0.25]  # a twin has its node's score
+    assert entry.newest_rows(np.array([4, 0]), np.array([0.25, 0.5]), below=9, limit=1)[0].tolist() == [5]
+    assert entry.nodes[0] == 5 and entry.nodes[1][:5].tolist() == [0, 1, 2, 3, 4]  # registered once each

@@ -150,3 +150,38 @@ def test_a_long_text_of_fewer_words_than_the_models_reach_is_read_whole(encoder)
         assert encoder._first_words(text) is None
         whole = [i for i in encoder._tokenizer.encode(text, add_special_tokens=False).ids if i not in encoder._dropped]
         assert encoder._ids(text) == whole
+
+
+def test_a_cue_is_encoded_bit_for_bit_as_a_stored_text():
+    """The query path (`encode_one`) skips numpy's Python layers, not its arithmetic: the vector of
+    a cue equals, bit for bit, that of the same text stored by Remember (`encode`)."""
+    encoder = StaticEncoder()
+    texts = [
+        "Which port does the billing-api service listen on?",
+        "Priya prefers written design reviews over meetings.",
+        "",
+        "!!! 42 ...",  # no token kept: a zero vector
+        "deploy " * 2000,  # truncated
+    ]
+    for text in texts:
+        assert np.array_equal(encoder.encode_one(text), encoder.encode([text])[0]), text[:40]
+
+
+def test_a_texts_tokens_are_its_words_tokens_one_after_the_other():
+    """The encoder tokenizes a short text word by word, through a cache; the tokens must be the
+    tokenizer's own for the whole text: white space, control characters, accents, CJK, ligatures,
+    punctuation runs and truncation at 512 tokens, over seeded random texts."""
+    import random
+
+    encoder = StaticEncoder()
+
+    def whole(text: str) -> list[int]:
+        ids = encoder._tokenizer.encode(text, add_special_tokens=False).ids
+        return [i for i in ids if i not in encoder._dropped]
+
+    rng = random.Random(20261207)
+    alphabet = "ab Cé\t\n\r\x0b\x0c\x1c\x00\u00a0\u2003\u3000漢字ﬁß.,!?-'\"()\u0301\u200b\ufffd0123"
+    texts = ["".join(rng.choices(alphabet, k=rng.randrange(40))) for _ in range(5000)]
+    texts += ["!" * 900, "a " * 600, ". " * 510, "The billing-api service listens on port 8443 in staging."]
+    for text in texts:
+        assert encoder._ids(text) == whole(text), repr(text)

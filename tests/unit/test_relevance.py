@@ -274,6 +274,27 @@ def test_names_shares_found_once_are_the_shares_computed_alone():
     assert names.shares and all(names.share(c) == alone.share(c) for c in contents)
 
 
+def test_names_found_in_one_pass_are_those_each_text_mentions():
+    """CueNames finds the candidates mentioning each name in one string when every content is
+    ASCII; seeded random texts over a small alphabet (spans touching each other, the ends of texts,
+    NUL and letters whose case folding changes their length) give exactly what `mentions` says."""
+    import random
+
+    from slowave.domain.relevance import _holders, folded, mentions
+
+    rng = random.Random(20261207)
+    for alphabet in ("ab-.1 x\n\0S", "ab-.1 xßİÄ"):
+        for _ in range(2000):
+            contents = ["".join(rng.choices(alphabet, k=rng.randrange(12))) for _ in range(rng.randrange(6))]
+            names = list(dict.fromkeys("".join(rng.choices("ab-1sx.", k=rng.randrange(1, 4))) for _ in range(3)))
+            want = {}
+            for name in names:
+                found = [i for i, c in enumerate(contents) if mentions(folded(c), name)]
+                if found:
+                    want[name] = found
+            assert _holders(names, contents) == want, (contents, names)
+
+
 def test_two_weak_channels_do_not_add_up_to_admission():
     from slowave.domain.relevance import fused_relevance, semantic_strength
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from collections.abc import KeysView
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from itertools import accumulate
 
 from slowave.domain.learning import precise
 from slowave.domain.terms import terms
@@ -424,6 +426,39 @@ def mentions(folded_text: str, name: str) -> bool:
     return False
 
 
+def _holders(names: list[str], contents: list[str]) -> dict[str, list[int]]:
+    """name -> the candidates (indices, ascending) whose content `mentions` it, for the names some
+    candidate mentions, in the names' order."""
+    holders: dict[str, list[int]] = {}
+    if not all(c.isascii() for c in contents):  # case folding may change a text's length
+        texts = [folded(c) for c in contents]
+        for name in names:
+            holding = [i for i, text in enumerate(texts) if name in text and mentions(text, name)]
+            if holding:
+                holders[name] = holding
+        return holders
+    # The usual case, over one string rather than a case-folded copy of each candidate (≈ 0.03 ms
+    # of a hybrid Activate over 70 candidates): ASCII folds to its lower case, length for length,
+    # so each candidate starts where the lengths before it say; NUL between two is no letter or
+    # digit, so a span ends there as at the end of a text.
+    joint = "\0".join(contents).lower()
+    starts = list(accumulate((len(c) + 1 for c in contents), initial=0))
+    for name in names:
+        found: list[int] = []
+        i = joint.find(name)
+        while i >= 0:
+            end = i + len(name)
+            if (i == 0 or not joint[i - 1].isalnum()) and (end == len(joint) or not joint[end].isalnum()):
+                at = bisect_right(starts, i) - 1
+                found.append(at)
+                i = joint.find(name, starts[at + 1])  # on to the next candidate
+            else:
+                i = joint.find(name, i + 1)
+        if found:
+            holders[name] = found
+    return holders
+
+
 @dataclass(frozen=True)
 class CueNames:
     """What the cue names, among the things the candidates mention — and how much each weighs.
@@ -448,18 +483,13 @@ class CueNames:
         names = dict.fromkeys(cue.names)
         if not names:
             return cls({})
-        texts = [folded(c) for c in contents]
-        holders: dict[str, list[int]] = {}  # name -> the candidates mentioning it, in the cue's order
-        for name in names:
-            found = [i for i, text in enumerate(texts) if name in text and mentions(text, name)]
-            if found:
-                holders[name] = found
+        holders = _holders(list(names), contents)
         if not holders:
             return cls({})
         weights = {name: sum(scorer.weights.get(t, 0.0) for t in set(terms(name))) or 1.0 for name in holders}
         # Each candidate's share, summed in the cue's order as `share` sums (the same number), here
         # where the names are found: one pass over a hybrid retrieval's hundred candidates.
-        mentioned: list[float] = [0] * len(texts)
+        mentioned: list[float] = [0] * len(contents)
         for name, found in holders.items():
             for i in found:
                 mentioned[i] += weights[name]
