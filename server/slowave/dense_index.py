@@ -498,7 +498,12 @@ class VectorIndex:
             entry.building = False
 
     def _following(self, entry: _Scope) -> bool:
-        return self.follower and self.files is not None and entry.ann is not None
+        """Whether this process takes the scope's saved graphs rather than extending its own. Not
+        while the scope has fewer distinct vectors than a graph is searched from: its searches scan
+        the nodes, and a row stored since the last save is one hash to register (a new node, one
+        add), where scanning the rows a taken graph lacks cost every search of this process up to a
+        tenth of the scope (saves come at SAVE_GROWTH), for good once the writes stop."""
+        return self.follower and self.files is not None and entry.ann is not None and entry.nodes[2] is None
 
     @staticmethod
     def _look_again(entry: _Scope) -> bool:
@@ -542,8 +547,14 @@ class VectorIndex:
         return True
 
     def _save_due(self, entry: _Scope) -> bool:
-        """A graph is saved once built, and again when it has grown by SAVE_GROWTH since."""
-        return self.files is not None and entry.ann_rows > 0 and entry.ann_rows >= entry.saved_rows * SAVE_GROWTH
+        """A graph is saved once built, and again when it has grown by SAVE_GROWTH since; by the
+        process that extends and saves them, not by one that follows it."""
+        return (
+            self.files is not None
+            and not self.follower
+            and entry.ann_rows > 0
+            and entry.ann_rows >= entry.saved_rows * SAVE_GROWTH
+        )
 
     def _load(
         self, entry: _Scope, numbers: Any, matrix: Any, size: int, delete_invalid: bool = True

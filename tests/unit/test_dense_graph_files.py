@@ -306,3 +306,32 @@ def test_a_saved_graph_with_one_node_per_distinct_vector_is_loaded_with_its_twin
     assert len(again._scopes[("t", "s")].ann) == 1001
     copies = {1, *range(1002, 1501)}
     assert set(got) <= copies and len(got) == 16 and sorted(got) == before[0]
+
+
+def test_a_following_process_registers_new_rows_itself_in_a_scope_of_few_distinct_vectors(
+    tmp_path, graph_adds, monkeypatch
+):
+    """A scope with fewer distinct vectors than a graph is searched from is scanned node by node: a
+    following process then catches up the rows stored since the last save itself (a hash each, an
+    add for a new vector only) instead of scanning them row by row in every search until the next
+    save, which may never come once the writes stop; only the process that saves graphs saves."""
+    monkeypatch.setattr("slowave.dense_index.FOLLOWER_CHECK_SECONDS", 0.0)
+    distinct = _unit(np.random.default_rng(0), 50)
+    rows = distinct[np.arange(2000) % 50]  # 2,000 rows, 50 vectors: twins of the first 50
+    repo = FakeRepo()
+    repo.add(rows, 1)
+    files = GraphFiles(tmp_path)
+    _search(_index(files), repo, distinct[:1])  # the leader builds and saves at 2,000 rows
+    follower = _follower(files)
+    follower.similarities(repo, "t", "s", distinct[0], [], 5)
+    entry = follower._scopes[("t", "s")]
+    assert entry.ann_rows == 2000 and entry.nodes[0] == 50
+    graph_adds.clear()
+
+    fresh = _unit(np.random.default_rng(9), 1)
+    repo.add(np.vstack([distinct[np.arange(100) % 50], fresh]), 2001)  # 5 % more rows, one new vector
+    got = follower.similarities(repo, "t", "s", fresh[0], [], 5)
+    assert max(got, key=got.get) == 2101
+    assert entry.ann_rows == entry.size == 2101, "caught up by the follower itself"
+    assert sum(graph_adds) == 1 and entry.nodes[0] == 51, "the new vector is the only node added"
+    assert files.rows_saved("t", "s", ENCODER) == 2000, "the follower saved nothing"
