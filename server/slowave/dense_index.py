@@ -420,7 +420,6 @@ class VectorIndex:
     def _catch_up(self, entry: _Scope) -> None:
         """Builds the scope's graph, fit and loose rows from a snapshot of its rows and publishes
         them, then adds the rows appended since, a few at a time."""
-
         try:
             if entry.ann is None:
                 with entry.lock:
@@ -523,7 +522,6 @@ class VectorIndex:
         """Replaces the scope's graph by the saved one when that covers more of the scope's rows
         (and exactly those this process holds), so this process adds none of them itself; whether
         it did."""
-
         assert self.files is not None
         tenant, scope = entry.key
         with entry.lock:

@@ -31,8 +31,11 @@ from slowave.tracing import span
 log = logging.getLogger(__name__)
 
 MODEL_DIR = Path(__file__).resolve().parent / "embedding_model"
-WORD_CACHE = 1 << 16
-"""Words whose tokens each encoder keeps (a few MB)."""
+WORD_CACHE = 1 << 14
+WORD_CACHE_CHARS = 24
+"""Words of at most WORD_CACHE_CHARS characters have their tokens cached, the WORD_CACHE most
+recently used (≈ 2 MB of ordinary words; ≈ 20 MB at worst, words of punctuation). Longer ones are
+rare and go to the tokenizer each time: a text of arbitrary strings cannot grow the cache."""
 # The separators the tokenizer splits at before anything else. Not Python's white space: the
 # tokenizer deletes control characters (\x0b, \x1c) rather than splitting at them.
 _ASCII_SPACE = re.compile(r"[ \t\n\r]+")
@@ -105,7 +108,7 @@ class StaticEncoder:
     def _ids(self, text: str) -> list[int]:
         dropped = self._dropped
         if len(text) < 2 * self._max_tokens:  # most claims and every ordinary cue
-            ids = [i for word in _ASCII_SPACE.split(text) if word for i in self._word_ids(word)]
+            ids = [i for word in _ASCII_SPACE.split(text) if word for i in self._word_tokens(word)]
             return [i for i in ids[: self._max_tokens] if i not in dropped]
         encoding = None
         head = self._first_words(text)
@@ -116,6 +119,9 @@ class StaticEncoder:
         if encoding is None:
             encoding = self._tokenizer.encode(text, add_special_tokens=False)
         return [i for i in encoding.ids if i not in dropped]
+
+    def _word_tokens(self, word: str) -> tuple[int, ...]:
+        return self._word_ids(word) if len(word) <= WORD_CACHE_CHARS else self._tokenized(word)
 
     def _tokenized(self, word: str) -> tuple[int, ...]:
         """The tokens of a run of text without ASCII white space, all of them (`_word_ids` caches).

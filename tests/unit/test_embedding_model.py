@@ -185,3 +185,19 @@ def test_a_texts_tokens_are_its_words_tokens_one_after_the_other():
     texts += ["!" * 900, "a " * 600, ". " * 510, "The billing-api service listens on port 8443 in staging."]
     for text in texts:
         assert encoder._ids(text) == whole(text), repr(text)
+
+
+def test_only_short_words_enter_the_token_cache():
+    """Arbitrary strings cannot grow the word cache: a long run without white space is tokenized
+    each time (and still gives the tokenizer's tokens), an ordinary word is cached once."""
+    from slowave.embedding import WORD_CACHE_CHARS
+
+    encoder = StaticEncoder()
+    before = encoder._word_ids.cache_info().currsize
+    long_word = "x" * (WORD_CACHE_CHARS + 1)
+    assert encoder._ids(long_word) == [
+        i for i in encoder._tokenizer.encode(long_word, add_special_tokens=False).ids if i not in encoder._dropped
+    ]
+    assert encoder._word_ids.cache_info().currsize == before
+    encoder._ids("deploy deploy")
+    assert encoder._word_ids.cache_info().currsize == before + 1
