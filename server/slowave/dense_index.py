@@ -129,6 +129,16 @@ def _centres(rows: Any, count: int, seed: int) -> Any:
     return np.ascontiguousarray(centres, dtype=np.float32)
 
 
+def _among(ascending: Any, values: Any) -> Any:
+    """Which of `values` are in the ascending array (a binary search each)."""
+    import numpy as np
+
+    if not len(ascending):
+        return np.zeros(len(values), dtype=bool)
+    at = np.minimum(np.searchsorted(ascending, values), len(ascending) - 1)
+    return ascending[at] == values
+
+
 def _fit_and_loose(rows: Any) -> tuple[_Fit, Any]:
     """The scope's fit, measured on its rows, and the positions of the LOOSE_SHARE that fit worst."""
     import numpy as np
@@ -247,13 +257,8 @@ class _Scope:
 
     def nodes_among(self, rows: Any) -> Any:
         """The rows (ascending, registered) that are nodes, not twins."""
-        import numpy as np
-
         count, positions, _ = self.nodes
-        if not len(rows) or not count:
-            return rows[:0]
-        at = np.minimum(np.searchsorted(positions[:count], rows), count - 1)
-        return rows[positions[at] == rows]
+        return rows[_among(positions[:count], rows)] if count else rows[:0]
 
     def newest_rows(self, nodes: Any, scores: Any, below: int, limit: int) -> tuple[Any, Any]:
         """The `limit` rows under `below` (the rows the graph covers; later ones are scanned anyway)
@@ -290,13 +295,21 @@ class _Scope:
         loose = self.nodes_among(loose)  # a twin fits as its node does: scanning the node finds both
         self.loose_positions, self.loose_vectors = loose, np.ascontiguousarray(self.matrix[:rows][loose])
 
-    def take_loose(self, start: int, rows: Any) -> None:
-        """Adds the loose ones among registered rows [start, start + len(rows)) (under the lock)."""
+    def loose_among(self, start: int, rows: Any) -> tuple[int, Any]:
+        """How many of registered rows [start, start + len(rows)) are loose, and the nodes among
+        those (read only: measured outside the lock, then `take_loose`)."""
         import numpy as np
 
         loose = start + np.flatnonzero(self.fit.of(rows) < self.fit.cut)
-        self.loose_rows += len(loose)
-        loose = self.nodes_among(loose)
+        return len(loose), self.nodes_among(loose)
+
+    def take_loose(self, start: int, rows: Any, found: tuple[int, Any] | None = None) -> None:
+        """Adds the loose ones among registered rows [start, start + len(rows)), as `loose_among`
+        found them (or finds them now), under the lock."""
+        import numpy as np
+
+        count, loose = found if found is not None else self.loose_among(start, rows)
+        self.loose_rows += count
         if len(loose):  # new arrays, published whole: a search may hold the old ones
             self.loose_positions = np.concatenate([self.loose_positions, loose])
             self.loose_vectors = np.concatenate([self.loose_vectors, rows[loose - start]])
@@ -533,9 +546,11 @@ class VectorIndex:
             return False
         graph, rows = loaded
         entry.graph_keys(have, rows)
+        added = matrix[have:rows]
+        loose = entry.loose_among(have, added)  # a tenth of the scope may be new: not under the lock
         with entry.lock:
             entry.ann, entry.ann_rows, entry.saved_rows = graph, rows, rows
-            entry.take_loose(have, matrix[have:rows])
+            entry.take_loose(have, added, loose)
             refit = entry.loose_rows > 2 * LOOSE_SHARE * rows
         if refit:
             fit, loose_all = _fit_and_loose(matrix[:rows])
@@ -621,10 +636,7 @@ class VectorIndex:
                 nodes, node_scores = node_positions[:count], node_vectors[:count] @ query
             else:
                 # The graph's nodes and the loose ones (a node may be both).
-                nodes = graph
-                if len(loose_positions):  # ascending, so membership is a binary search
-                    at = np.minimum(np.searchsorted(loose_positions, graph), len(loose_positions) - 1)
-                    nodes = graph[loose_positions[at] != graph]
+                nodes = graph[~_among(loose_positions, graph)]
                 node_scores = np.concatenate([matrix[nodes] @ query, loose_vectors @ query])
                 nodes = np.concatenate([nodes, loose_positions])
             if k < len(nodes):  # the best rows are among the best nodes' rows: a twin has its node's cosine

@@ -262,6 +262,33 @@ def test_an_unlike_memory_in_a_graph_served_scope_is_found_though_the_graph_neve
         srv.stop()
 
 
+def test_a_scope_of_few_distinct_vectors_is_searched_exactly_over_grpc_whatever_the_graph_returns(tmp_path):
+    """A scope past the graph's row threshold whose claims differ mostly in their numbers has few
+    distinct vectors, and a search compares the cue with each of them (slowave.dense_index): the
+    unlike memory a paraphrase means is returned over gRPC though the graph never returns it and
+    no loose vector is scanned."""
+    from tests.unit.test_dense_index import UNLIKE, _BulkOnlyGraph, _templated
+
+    srv = start_test_server(tmp_path, semantic="static")
+    try:
+        index = srv.running.ctx.semantic.index
+        index.ann_min_rows, index.background = 500, False  # 801 rows, 61 distinct vectors
+        texts, _ = _templated(StaticEncoder(), 800)
+        claim, cue = UNLIKE[0]
+        texts.insert(400, claim)
+        scope = new_scope()
+        unlike_id = _remember_facts(srv.stub, scope, texts)[400]
+
+        activate(srv.stub, scope, task=cue)  # reads the vectors, builds the graph
+        entry = index._scopes[("local", scope)]
+        assert entry.ann is not None and entry.nodes[0] == 61
+        entry.ann = _BulkOnlyGraph(entry.matrix, [p for p in range(entry.size) if p != 400])
+        entry.loose_positions, entry.loose_vectors = entry.loose_positions[:0], entry.loose_vectors[:0]
+        assert unlike_id in [m.memory_id for m in activate(srv.stub, scope, task=cue).memories]
+    finally:
+        srv.stop()
+
+
 def _memory_ids(response) -> list[str]:
     return [m.memory_id for m in response.memories]
 
