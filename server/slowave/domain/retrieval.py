@@ -355,6 +355,8 @@ class Catalog:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Catalog:
+        if data.get("released"):  # its session has ended, and an ended session serves no page
+            raise ValueError("a released catalog serves no page: its session has ended")
         if data.get("format") == 2:
             memories = [CatalogMemory(*m) for m in data["memories"]]
             procedures = [CatalogProcedure(*p) for p in data["procedures"]]

@@ -97,6 +97,7 @@ def _close(
     if cmd.procedure is not None:
         values["procedure_id"] = _store_procedure(uow, tenant, session, cmd, now)
     uow.sessions.update(session.id, **values)
+    uow.retrievals.release_catalogs(session.id)  # an ended session serves no more pages
     uow.sessions.add_events(session.id, 1 + len(steps))  # completion record + stored entries
     formed = form_episodes(uow, tenant, session.id, [e.number for e in uow.events.of_session(session.id)], now)
     uow.consolidation.enqueue(tenant, session.id, now)

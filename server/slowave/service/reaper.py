@@ -43,6 +43,7 @@ def reap_idle_sessions(ctx: ServiceContext) -> Sweep:
                 uow.sessions.update(
                     session.id, state=SessionState.REAPED, ended_at=now, outcome="unknown", feedback_status="incomplete"
                 )
+                uow.retrievals.release_catalogs(session.id)  # an ended session serves no more pages
                 events = [e.number for e in uow.events.of_session(session.id, kind="claim")]
                 form_episodes(uow, session.tenant, session.id, events, now)
                 reaped.append(session.id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import String, bindparam, func, select, update
+from sqlalchemy import JSON, String, bindparam, func, select, update
 
 from slowave.storage import tables as t
 from slowave.storage.executor import Executor, any_of, values_of
@@ -26,6 +26,16 @@ _HEADER = select(*(c for c in _r.c if c.name != "catalog")).where(
     _r.c.id == bindparam("id"), _r.c.tenant == bindparam("tenant")
 )
 _HEADER_LOCKED = _HEADER.with_for_update()
+RELEASED_CATALOG = {"released": True}
+"""What a retrieval keeps of its frozen catalog once its session has ended. The catalog only serves
+the session's continuation pages, which an ended session refuses (SESSION_ENDED); feedback, the
+commit gate and learning read the retrieval's header and exposures. Kept whole, ~3.4 KB a
+retrieval at 50 memories, a store grew by a page per Activate for good (history, 2026-12-07)."""
+_RELEASE = (
+    update(_r)
+    .where(_r.c.session_id == bindparam("session_id"))
+    .values(catalog=bindparam("released", type_=JSON()))
+)
 _COVER = update(_x).where(*_target).values(covered=True)
 _COVER_EFFECTIVE = update(_x).where(*_target).values(covered=True, effective_seq=bindparam("seq"))
 # Exposed targets with no accepted feedback row, over all retrievals of the sessions, by kind.
@@ -50,6 +60,10 @@ class RetrievalStore:
     def header(self, tenant: str, retrieval_id: str, *, lock: bool = False) -> Any | None:
         """The retrieval without its catalog; `lock` as in `get`."""
         return self.ex.first(_HEADER_LOCKED if lock else _HEADER, {"id": retrieval_id, "tenant": tenant})
+
+    def release_catalogs(self, session_id: str) -> None:
+        """Drops the frozen catalogs of the session's retrievals (RELEASED_CATALOG): it has ended."""
+        self.ex.run(_RELEASE, {"session_id": session_id, "released": RELEASED_CATALOG})
 
     def of_session(self, session_id: str) -> list[Any]:
         """The session's retrievals (id, number) in creation order."""
