@@ -93,9 +93,7 @@ def test_a_reaped_sessions_catalogs_are_released_and_its_feedback_still_counts(m
     recall = srv.stub.Recall(pb.RecallRequest(session_id=a.session_id, scope=scope, query=CLAIMS[1]), timeout=30)
     assert len(catalog_of(srv, recall.retrieval_id)["memories"]) >= 1
 
-    wait_until(
-        lambda: catalog_of(srv, a.retrieval_id) == RELEASED_CATALOG, timeout=60, interval=0.2, what="the reaper"
-    )
+    wait_until(lambda: catalog_of(srv, a.retrieval_id) == RELEASED_CATALOG, timeout=60, interval=0.2, what="the reaper")
     assert catalog_of(srv, recall.retrieval_id) == RELEASED_CATALOG  # every retrieval of the session
     _ended_session_keeps_its_feedback(srv, scope, a)
 

@@ -32,9 +32,7 @@ the session's continuation pages, which an ended session refuses (SESSION_ENDED)
 commit gate and learning read the retrieval's header and exposures. Kept whole, ~3.4 KB a
 retrieval at 50 memories, a store grew by a page per Activate for good (history, 2026-12-07)."""
 _RELEASE = (
-    update(_r)
-    .where(_r.c.session_id == bindparam("session_id"))
-    .values(catalog=bindparam("released", type_=JSON()))
+    update(_r).where(_r.c.session_id == bindparam("session_id")).values(catalog=bindparam("released", type_=JSON()))
 )
 _COVER = update(_x).where(*_target).values(covered=True)
 _COVER_EFFECTIVE = update(_x).where(*_target).values(covered=True, effective_seq=bindparam("seq"))
