@@ -30,7 +30,8 @@ RELEASED_CATALOG = {"released": True}
 """What a retrieval keeps of its frozen catalog once its session has ended. The catalog only serves
 the session's continuation pages, which an ended session refuses (SESSION_ENDED); feedback, the
 commit gate and learning read the retrieval's header and exposures. Kept whole, ~3.4 KB a
-retrieval at 50 memories, a store grew by a page per Activate for good (history, 2026-12-07)."""
+retrieval at 50 memories, a store grew by a page per Activate for good (bench/results/history.md,
+2026-12-07 15:20)."""
 _RELEASE = (
     update(_r).where(_r.c.session_id == bindparam("session_id")).values(catalog=bindparam("released", type_=JSON()))
 )
