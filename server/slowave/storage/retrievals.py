@@ -32,9 +32,7 @@ the session's continuation pages, which an ended session refuses (SESSION_ENDED)
 commit gate and learning read the retrieval's header and exposures. Kept whole, ~3.4 KB a
 retrieval at 50 memories, a store grew by a page per Activate for good (bench/results/history.md,
 2026-12-07 15:20)."""
-_RELEASE = (
-    update(_r).where(_r.c.session_id == bindparam("session_id")).values(catalog=bindparam("released", type_=JSON()))
-)
+_RELEASE = update(_r).where(_r.c.session_id == bindparam("sid")).values(catalog=bindparam("released", type_=JSON()))
 _COVER = update(_x).where(*_target).values(covered=True)
 _COVER_EFFECTIVE = update(_x).where(*_target).values(covered=True, effective_seq=bindparam("seq"))
 # Exposed targets with no accepted feedback row, over all retrievals of the sessions, by kind.
@@ -62,7 +60,7 @@ class RetrievalStore:
 
     def release_catalogs(self, session_id: str) -> None:
         """Drops the frozen catalogs of the session's retrievals (RELEASED_CATALOG): it has ended."""
-        self.ex.run(_RELEASE, {"session_id": session_id, "released": RELEASED_CATALOG})
+        self.ex.run(_RELEASE, {"sid": session_id, "released": RELEASED_CATALOG})
 
     def of_session(self, session_id: str) -> list[Any]:
         """The session's retrievals (id, number) in creation order."""
