@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import pytest
+
 from slowave.domain.near_duplicates import Relation
 from slowave.domain.relevance import TOTAL_DOCS_TERM, TOTAL_WORDS_TERM, Cue
 from slowave.domain.retrieval import (
@@ -199,3 +201,10 @@ def test_the_version_check_answers_for_the_pages_it_covers_in_the_page_checks_or
     catalog = Catalog.freeze([_m(1, 0.5, 0.5)], [], 50, 9, versions=check)
     assert catalog.versions is check
     assert Catalog.from_json(json.loads(json.dumps(catalog.to_json()))).versions is None  # never stored
+
+
+def test_a_released_catalog_serves_no_page():
+    """An ended session's catalog is released (storage.retrievals.RELEASED_CATALOG); reading one back
+    as a catalog is a mistake of the caller, said plainly rather than as a missing key."""
+    with pytest.raises(ValueError, match="released catalog"):
+        Catalog.from_json({"released": True})

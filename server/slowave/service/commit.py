@@ -17,6 +17,7 @@ from slowave.service.commands import CommitCommand, TrajectoryStep
 from slowave.service.context import ServiceContext
 from slowave.service.episodes import form_episodes
 from slowave.service.messages import message
+from slowave.service.sessions import end_session
 from slowave.storage.unit_of_work import Row, UnitOfWork
 from slowave.v1 import memory_service_pb2 as pb
 
@@ -96,8 +97,7 @@ def _close(
     )
     if cmd.procedure is not None:
         values["procedure_id"] = _store_procedure(uow, tenant, session, cmd, now)
-    uow.sessions.update(session.id, **values)
-    uow.retrievals.release_catalogs(session.id)  # an ended session serves no more pages
+    end_session(uow, session.id, **values)
     uow.sessions.add_events(session.id, 1 + len(steps))  # completion record + stored entries
     formed = form_episodes(uow, tenant, session.id, [e.number for e in uow.events.of_session(session.id)], now)
     uow.consolidation.enqueue(tenant, session.id, now)

@@ -11,6 +11,7 @@ from slowave.background import Periodic
 from slowave.domain.session_state import SessionState
 from slowave.service.context import ServiceContext
 from slowave.service.episodes import form_episodes
+from slowave.service.sessions import end_session
 
 log = logging.getLogger(__name__)
 _BATCH = 100
@@ -40,10 +41,14 @@ def reap_idle_sessions(ctx: ServiceContext) -> Sweep:
             for session in idle:
                 # No feedback enforcement, no goal, summary, verification, procedure or trajectory;
                 # episodes are still formed from the remembered claims.
-                uow.sessions.update(
-                    session.id, state=SessionState.REAPED, ended_at=now, outcome="unknown", feedback_status="incomplete"
+                end_session(
+                    uow,
+                    session.id,
+                    state=SessionState.REAPED,
+                    ended_at=now,
+                    outcome="unknown",
+                    feedback_status="incomplete",
                 )
-                uow.retrievals.release_catalogs(session.id)  # an ended session serves no more pages
                 events = [e.number for e in uow.events.of_session(session.id, kind="claim")]
                 form_episodes(uow, session.tenant, session.id, events, now)
                 reaped.append(session.id)

@@ -26,3 +26,11 @@ def open_session_in_scope(
     if session.scope != scope:
         return session, ScopeMismatch(f"scope {scope!r} differs from the session's scope {session.scope!r}")
     return session, None
+
+
+def end_session(uow: UnitOfWork, session_id: str, **values: object) -> None:
+    """Ends an open session (Commit's close, the reaper): its row takes `values` (state, ended_at…),
+    and its retrievals' frozen catalogs are released, since an ended session serves no more pages
+    (storage.retrievals.RELEASED_CATALOG); their headers and exposures stay for feedback."""
+    uow.sessions.update(session_id, **values)
+    uow.retrievals.release_catalogs(session_id)
