@@ -5,6 +5,11 @@ from __future__ import annotations
 import pytest
 
 from slowave.domain.near_duplicates import (
+    AFTER,
+    BEFORE,
+    HEAD,
+    SIDE,
+    VALUE,
     Relation,
     compare,
     conflicting_pairs,
@@ -20,8 +25,8 @@ def test_shape_separates_values_from_wording():
     s = shape("The payments-api cache was upgraded to Redis 7.2 in PAY-1234 on 2024-05-02.")
     assert s.values == {"payments-api", "redis 7.2", "pay-1234", "2024-05-02"}
     assert s.wording == {"cach", "upgrad"}
-    redis = next(slot for slot in s.slots if slot.value == "redis 7.2")
-    assert (redis.head, redis.before, redis.after) == ("redis", "upgrad", "$")
+    redis = next(slot for slot in s.slots if slot[VALUE] == "redis 7.2")
+    assert (redis[HEAD], redis[BEFORE], redis[AFTER]) == ("redis", "upgrad", "$")
 
 
 @pytest.mark.parametrize(
@@ -219,8 +224,8 @@ def test_possible_conflicts_are_every_pair_relation_flags():
 
 def test_a_sentence_starts_after_an_end_mark_and_white_space():
     # A capitalised word opening a sentence is a name only when a name or a number follows it.
-    assert [slot.value for slot in shape("Deploys happen weekly; Deploys stop in December.").slots] == ["december"]
-    assert [slot.value for slot in shape("Deploys happen weekly, Deploys stop in December.").slots] == [
+    assert [slot[VALUE] for slot in shape("Deploys happen weekly; Deploys stop in December.").slots] == ["december"]
+    assert [slot[VALUE] for slot in shape("Deploys happen weekly, Deploys stop in December.").slots] == [
         "deploys",
         "december",
     ]
@@ -319,8 +324,8 @@ def test_change_phrases_and_former_values_are_read_apart():
     assert s.values == {"5"}  # the former value is left out
     assert s.core == {"max", "retri", "webhook"}  # change words and the side clause too
     assert s.last == ("w", "webhook")
-    assert shape("Since 2024-05-01, Marco Silva is the on-call owner.").slots[0].side
-    assert not shape("After PAY-12 we learned that retries hurt.").slots[0].side
+    assert shape("Since 2024-05-01, Marco Silva is the on-call owner.").slots[0][SIDE]
+    assert not shape("After PAY-12 we learned that retries hurt.").slots[0][SIDE]
     word = shape("The default branch is master.")
     assert word.last == ("w", "master") and word.last_is_value
     noun = shape("Tom Berg owns the billing dashboard.")

@@ -78,6 +78,6 @@ def test_the_shape_cache_keeps_the_claims_compared_last():
     a, b, c = (nd.parse_claim(t) for t in CLAIMS[:3])
     cache.put("a", a)
     cache.put("b", b)
-    assert cache.get("a") is a  # now the most recent
+    assert cache.get("a") == a  # now the most recent
     cache.put("c", c)
-    assert len(cache) == 2 and cache.get("b") is None and cache.get("a") is a and cache.get("c") is c
+    assert len(cache) == 2 and cache.get("b") is None and cache.get("a") == a and cache.get("c") == c

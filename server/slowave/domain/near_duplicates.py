@@ -39,7 +39,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import NamedTuple, TypeVar
+from typing import Final, NamedTuple, TypeVar
 
 from slowave.domain.terms import STOP_WORDS, TERMS_VERSION, stem_words, terms, words
 from slowave.domain.text import normalize_claim
@@ -63,6 +63,7 @@ _ASCII_DIGIT = re.compile(r"[0-9]")
 _JOINER = re.compile(r"[./_:+]")
 _MAYBE_VALUE = re.compile(r"[-./_:+]")
 _START, _END = "^", "$"
+_new_tuple = tuple.__new__
 
 # Words that say a value changed, not what the fact is about ("was moved to", "now", "renewed"):
 # a newer version may add them, or put one where the older claim's verb was ("is hosted in" →
@@ -105,27 +106,28 @@ class Relation(Enum):
     SUPERSEDES = "possibly_supersedes"
 
 
-class Slot(NamedTuple):
-    """A run of adjacent value tokens (module docstring). A named tuple, not a frozen dataclass:
-    a stored shape builds its slots again on every read (a record of perf's claims read in 18.9 µs
-    with the dataclass, 14.7 µs so)."""
-
-    value: str
-    head: str
-    """The slot's words without digits ("postgres" of "Postgres 16"): a version change keeps it."""
-    before: str
-    after: str
-    identifier: bool = False
-    """A lowercase identifier without digits (payments-api, src/app.py): what a claim is about as
-    often as a value of it."""
-    side: bool = False
-    """In a side clause ("after the March upgrade"): not part of the fact."""
-    frame: tuple[str, str] = (_START, _START)
-    """The two terms before the slot, change words left out."""
+Slot = tuple[str, str, str, str, bool, bool, tuple[str, str]]
+"""A run of adjacent value tokens (module docstring), read by the indices below. A plain tuple of
+strings and booleans, not a named tuple or a dataclass: CPython's cyclic garbage collector stops
+tracking an exact tuple of such items, and the shape cache holds several slots for each of up to
+131k claims (`ShapeCache`)."""
+# The fields of a slot (Final: a type checker then knows each field's type).
+VALUE: Final = 0  # the value, case folded ("postgres 16", "8080", "payments-api")
+HEAD: Final = 1  # its words without digits ("postgres" of "Postgres 16"): a version change keeps it
+BEFORE: Final = 2  # the wording term before the slot (`_START` at the claim's start)
+AFTER: Final = 3  # the wording term after it (`_END`), side clauses left out
+# A lowercase identifier without digits (payments-api, src/app.py): what a claim is about as often
+# as a value of it.
+IDENTIFIER: Final = 4
+SIDE: Final = 5  # in a side clause ("after the March upgrade"): not part of the fact
+FRAME: Final = 6  # the two terms before the slot, change words left out
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimShape:
+class ClaimShape(NamedTuple):
+    """A claim as the rules compare it. A named tuple: the shape cache holds it packed
+    (`ShapeCache`) and builds it again on each get, which a named tuple does in a third of a frozen
+    dataclass's time."""
+
     normalized: str
     wording: frozenset[str]
     slots: tuple[Slot, ...]
@@ -199,24 +201,52 @@ def _value_form(word: str) -> str:
 SHAPE_CACHE = 131_072
 
 
+Packed = tuple[str, tuple[str, ...], tuple[Slot, ...], tuple[str, ...] | None, tuple[str, str], bool]
+"""A shape as the cache holds it (`pack`): its term sets as tuples, its core None where it is its
+wording, its values left to its slots."""
+
+
+def pack(parsed: ClaimShape) -> Packed:
+    """A shape as tuples of strings, booleans and tuples only, which CPython's cyclic garbage
+    collector stops tracking at its next collection. Held as parsed, a shape left 7.7 objects
+    tracked (its frozensets are always tracked; the named tuples and the dataclass it was built of
+    too), so every full collection walked the whole cache: ≈ 0.25 s over 100k shapes, a stall of
+    every request in flight (bench/results/history.md, 2026-12-07). Packed, it also takes about
+    half the memory (≈ 820 bytes against ≈ 1,450, strings aside)."""
+    core = None if parsed.core is parsed.wording else tuple(parsed.core)
+    return (parsed.normalized, tuple(parsed.wording), parsed.slots, core, parsed.last, parsed.last_is_value)
+
+
+def unpack(packed: Packed) -> ClaimShape:
+    """The shape `pack` packed, its term sets frozensets again for the comparisons."""
+    normalized, wording_terms, slots, core_terms, last, last_is_value = packed
+    wording = frozenset(wording_terms)
+    core = wording if core_terms is None else frozenset(core_terms)
+    values = frozenset([slot[VALUE] for slot in slots])
+    return _new_tuple(ClaimShape, (normalized, wording, slots, core, last, last_is_value, values))
+
+
 class ShapeCache:
-    """The shapes of the claims compared last, by text (least recently used out); thread-safe."""
+    """The shapes of the claims compared last, by text (least recently used out), held packed
+    (`pack`); thread-safe."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._shapes: OrderedDict[str, ClaimShape] = OrderedDict()
+        self._shapes: OrderedDict[str, Packed] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, text: str) -> ClaimShape | None:
         with self._lock:
             found = self._shapes.get(text)
-            if found is not None:
-                self._shapes.move_to_end(text)
-            return found
+            if found is None:
+                return None
+            self._shapes.move_to_end(text)
+        return unpack(found)
 
     def put(self, text: str, parsed: ClaimShape) -> None:
+        packed = pack(parsed)
         with self._lock:
-            self._shapes[text] = parsed
+            self._shapes[text] = packed
             if len(self._shapes) > self.capacity:
                 self._shapes.popitem(last=False)
 
@@ -383,7 +413,7 @@ def parse_claim(text: str) -> ClaimShape:
             head = sys.intern(" ".join([folded[j] for j in no_digits]))
             identifier = any(tokens[j].islower() and _MAYBE_VALUE.search(tokens[j]) for j in no_digits)
         items[k] = ("v", value)
-        slots.append(Slot(value, head, last_word, after_of[k], identifier, item_side[k], frame))
+        slots.append((value, head, last_word, after_of[k], identifier, item_side[k], frame))
         if head and not item_side[k]:
             named.append(k)
     # The last name or term of the main clause (the one naming the most, the first of equals;
@@ -414,7 +444,7 @@ def parse_claim(text: str) -> ClaimShape:
         wording_terms if core_terms == wording_terms else core_terms,  # one set where they coincide (most claims)
         last,
         value_word,
-        frozenset(slot.value for slot in slots),
+        frozenset([slot[VALUE] for slot in slots]),
     )
 
 
@@ -429,20 +459,17 @@ SHAPE_RECORD_VERSION = f"s{SHAPE_RULES}-{zlib.crc32(TERMS_VERSION.encode()):08x}
 SHAPE_RECORD_PREFIX = json.dumps([SHAPE_RECORD_VERSION])[:-1] + ","
 
 
-_new_tuple = tuple.__new__
-
-
 def shape_record(parsed: ClaimShape) -> str:
     """A claim's shape as stored with its memory: compact JSON, its version first. The normalised
     text and the values are not stored (the content gives the one, the slots the other)."""
     slots = [
         [
-            slot.value,
-            0 if slot.head == slot.value else slot.head,
-            slot.before,
-            slot.after,
-            int(slot.identifier) | int(slot.side) << 1,
-            *slot.frame,
+            slot[VALUE],
+            0 if slot[HEAD] == slot[VALUE] else slot[HEAD],
+            slot[BEFORE],
+            slot[AFTER],
+            int(slot[IDENTIFIER]) | int(slot[SIDE]) << 1,
+            *slot[FRAME],
         ]
         for slot in parsed.slots
     ]
@@ -461,32 +488,32 @@ def shape_from_record(text: str, record: str | None) -> ClaimShape | None:
     # every other (≈ a third of a shape's memory).
     intern = sys.intern
     wording = frozenset(map(intern, wording_terms))
-    # tuple.__new__: the named tuple's own constructor is a Python function.
     slots = tuple(
         [
-            _new_tuple(
-                Slot,
-                (
-                    intern(value),
-                    intern(value if head == 0 else head),
-                    intern(before),
-                    intern(after),
-                    bool(flags & 1),
-                    bool(flags & 2),
-                    (intern(f0), intern(f1)),
-                ),
+            (
+                intern(value),
+                intern(value if head == 0 else head),
+                intern(before),
+                intern(after),
+                bool(flags & 1),
+                bool(flags & 2),
+                (intern(f0), intern(f1)),
             )
             for value, head, before, after, flags, f0, f1 in slot_fields
         ]
     )
-    return ClaimShape(
-        normalize_claim(text),
-        wording,
-        slots,
-        wording if core_terms == 0 else frozenset(map(intern, core_terms)),
-        (last_kind, intern(last_item)),
-        bool(last_is_value),
-        frozenset([slot[0] for slot in slots]),
+    # tuple.__new__: the named tuple's own constructor is a Python function.
+    return _new_tuple(
+        ClaimShape,
+        (
+            normalize_claim(text),
+            wording,
+            slots,
+            wording if core_terms == 0 else frozenset(map(intern, core_terms)),
+            (last_kind, intern(last_item)),
+            bool(last_is_value),
+            frozenset([slot[VALUE] for slot in slots]),
+        ),
     )
 
 
@@ -518,29 +545,29 @@ def _aligned(old: Slot, new: Slot, lost: frozenset[str] = frozenset()) -> bool:
     the same words, or next to the same term (not a sentence boundary) on one side. Change words
     do not count, nor the older claim's verb they replace (`lost`: "is hosted in X" → "was migrated
     to Y")."""
-    if old.head and new.head and old.head != old.value and new.head != new.value:
-        return old.head == new.head
-    before = old.before == new.before or old.frame[0] == new.frame[0]
-    if not before and old.frame[0] in lost and new.before in CHANGE_WORDS:
-        before = old.frame[1] == new.frame[0]
-    after = old.after == new.after
+    if old[HEAD] and new[HEAD] and old[HEAD] != old[VALUE] and new[HEAD] != new[VALUE]:
+        return old[HEAD] == new[HEAD]
+    before = old[BEFORE] == new[BEFORE] or old[FRAME][0] == new[FRAME][0]
+    if not before and old[FRAME][0] in lost and new[BEFORE] in CHANGE_WORDS:
+        before = old[FRAME][1] == new[FRAME][0]
+    after = old[AFTER] == new[AFTER]
     if before and after:
         return True
-    return (before and old.before != _START) or (after and old.after != _END)
+    return (before and old[BEFORE] != _START) or (after and old[AFTER] != _END)
 
 
 def _same_name(old: Slot, new: Slot) -> bool:
-    return bool(old.head) and old.head == new.head
+    return bool(old[HEAD]) and old[HEAD] == new[HEAD]
 
 
 def _kind(slot: Slot) -> int:
     """0 a bare reference (a number, a date, a region), 1 a name, 2 a versioned name."""
-    return 0 if not slot.head else 1 if slot.head == slot.value else 2
+    return 0 if not slot[HEAD] else 1 if slot[HEAD] == slot[VALUE] else 2
 
 
 def _same_kind(old: Slot, new: Slot) -> bool:
     """A name for a name, a bare reference for a bare reference, outside side clauses first."""
-    return _kind(old) == _kind(new) and not new.side
+    return _kind(old) == _kind(new) and not new[SIDE]
 
 
 def _compatible(old: Slot, new: Slot) -> bool:
@@ -559,14 +586,14 @@ def _replacements(gone: list[Slot], added: list[Slot], lost: frozenset[str]) -> 
     done: dict[str, list[Slot]] = {}  # the older slots paired, by value (cheaper than comparing slots)
     for fit in (_same_name, _same_kind, _compatible):
         for old in gone:
-            if old in done.get(old.value, ()):
+            if old in done.get(old[VALUE], ()):
                 continue
             # The first new value that fits (the cheaper test first); `del`, as no slot before it is
             # equal to it (that one would fit too).
             for k, new in enumerate(free):
                 if fit(old, new) and _aligned(old, new, lost):
                     del free[k]
-                    done.setdefault(old.value, []).append(old)
+                    done.setdefault(old[VALUE], []).append(old)
                     out.append((old, new))
                     break
     return out
@@ -634,8 +661,8 @@ def compare(a: ClaimShape, b: ClaimShape, *, similar: bool = True) -> Verdict:
         return _SIMILAR if similar and _similar(a, b) is Relation.SIMILAR else _NONE
     if extra or len(lost) > 1:
         return _NONE
-    gone = [slot for slot in b.slots if slot.value not in a_values]
-    added = [slot for slot in a.slots if slot.value not in b_values]
+    gone = [slot for slot in b.slots if slot[VALUE] not in a_values]
+    added = [slot for slot in a.slots if slot[VALUE] not in b_values]
     replaced = _replacements(gone, added, lost)
     # An older version of the same fact: one value of the older claim replaced in the same place,
     # the others kept or, if they are bare references (a ticket, a date: no name in them) or in a
@@ -643,38 +670,38 @@ def compare(a: ClaimShape, b: ClaimShape, *, similar: bool = True) -> Verdict:
     if len(replaced) != 1:
         return _NONE
     old, new = replaced[0]
-    if any(s.head and not s.side for s in gone if s is not old) or any(
-        s.head and not s.side for s in added if s is not new
+    if any(s[HEAD] and not s[SIDE] for s in gone if s is not old) or any(
+        s[HEAD] and not s[SIDE] for s in added if s is not new
     ):
         return _NONE
-    if lost and not (lost == {old.frame[0]} and new.before in CHANGE_WORDS):
+    if lost and not (lost == {old[FRAME][0]} and new[BEFORE] in CHANGE_WORDS):
         # Another word left out (a verb of a reworded claim: "X listens on port 8080 in production"
         # → "In production the X port is 9090"): only with the rest of the wording kept, and never
         # a word naming where the fact holds ("The staging cluster has 6 nodes" → "The cluster …").
         if lost & QUALIFIERS or len(a.core & b.core) < SUPERSEDE_KEPT_TERMS:
             return _NONE
     shared_values = a_values & b_values
-    if [v for v in (s.value for s in a.slots) if v in shared_values] != [
-        v for v in (s.value for s in b.slots) if v in shared_values
+    if [v for v in (s[VALUE] for s in a.slots) if v in shared_values] != [
+        v for v in (s[VALUE] for s in b.slots) if v in shared_values
     ]:
         return _NONE  # the kept values swapped places ("A calls B" and "B calls A")
     # An identifier (payments-api, src/app.py) names what a claim is about as often as a value of
     # it: replaced, it is a value only where values stand, last in the older claim's main clause or
     # after the newer's change word ("Deploys go through deploy-bot", "docs moved to docs-site"),
     # not "Backups of billing-db …" → "Backups of orders-db …".
-    if old.identifier and b.last != ("v", old.value) and new.before not in CHANGE_WORDS:
+    if old[IDENTIFIER] and b.last != ("v", old[VALUE]) and new[BEFORE] not in CHANGE_WORDS:
         return _NONE
     # What the claim is about: a kept name without digits (a service, a person, a product), or
     # else at least two terms of its wording in common ("the release train leaves every …").
-    kept_names = [slot.value for slot in b.slots if slot.value in shared_values and slot.head == slot.value]
+    kept_names = [slot[VALUE] for slot in b.slots if slot[VALUE] in shared_values and slot[HEAD] == slot[VALUE]]
     if not kept_names:
         return _SUPERSEDES if len(a.core & b.core) >= SUPERSEDE_KEPT_TERMS else _NONE
     # The topic check, for a name replaced by another name. A value whose words stay and whose
     # number changes ("Postgres 14" → "Postgres 15") is the same thing in a new version, however
     # often the scope mentions it: among 2,000 claims about other services' Postgres versions the
     # check read Postgres as the topic and stopped pairing a service's two versions.
-    if old.head and old.head != new.head:
-        return Verdict(Relation.SUPERSEDES, (old.value, tuple(kept_names)))
+    if old[HEAD] and old[HEAD] != new[HEAD]:
+        return Verdict(Relation.SUPERSEDES, (old[VALUE], tuple(kept_names)))
     return _SUPERSEDES
 
 
@@ -692,8 +719,8 @@ def _word_replaced(a: ClaimShape, b: ClaimShape, extra: frozenset[str], lost: fr
     if len(a.core & b.core) < SUPERSEDE_KEPT_TERMS:
         return False
     a_values, b_values = a.values, b.values
-    return not any(s.head and not s.side for s in a.slots if s.value not in b_values) and not any(
-        s.head and not s.side for s in b.slots if s.value not in a_values
+    return not any(s[HEAD] and not s[SIDE] for s in a.slots if s[VALUE] not in b_values) and not any(
+        s[HEAD] and not s[SIDE] for s in b.slots if s[VALUE] not in a_values
     )
 
 
