@@ -194,8 +194,8 @@ def _value_form(word: str) -> str:
 # (`shape_record`, memories.claim_shape): Remember's flags and Activate's version check read the
 # records of the older claims they compare that this cache does not hold (≈ 10 µs to read against
 # ≈ 48 µs to parse). A process that has just started no longer parses them all again, nor does one
-# serving a scope larger than the cache. The cache still holds a 100k-memory scope (≈ 1.8 KB a
-# shape, ≈ 190 MB): measured on bench/perf.py's 100k store, whose templated claims each compare
+# serving a scope larger than the cache. The cache still holds a 100k-memory scope (≈ 118 MB
+# packed, `pack`; ≈ 209 MB as parsed): measured on bench/perf.py's 100k store, whose templated claims each compare
 # with ten older ones drawn from the whole scope, a cache of 32k shapes cut one process's memory
 # by ≈ 70 MB but batch Remember by 15–24 % (bench/results/history.md, 2026-12-06 10:25).
 SHAPE_CACHE = 131_072
@@ -208,7 +208,7 @@ wording, its values left to its slots."""
 
 def pack(parsed: ClaimShape) -> Packed:
     """A shape as tuples of strings, booleans and tuples only, which CPython's cyclic garbage
-    collector stops tracking at its next collection. Held as parsed, a shape left 7.7 objects
+    collector stops tracking at the collections that reach it. Held as parsed, a shape left 7.7 objects
     tracked (its frozensets are always tracked; the named tuples and the dataclass it was built of
     too), so every full collection walked the whole cache: ≈ 0.25 s over 100k shapes, a stall of
     every request in flight (bench/results/history.md, 2026-12-07). Packed, it also takes about
